@@ -1,0 +1,372 @@
+"""One registry of sequence heads: NAC, its ablations, and the baselines it is compared with.
+
+Every head maps (B, T, input_dim) [+ timestamps (B, T)] to (B, output_dim) for the last step,
+or (B, T, output_dim) with return_sequences, and streams one step at a time for closed loop:
+`state = head.init_state(B)`, then `y, state = head.step(x_t, state, t_t)` per step.
+
+A baseline is a registry entry and a config, never a copied module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable, ClassVar
+
+import torch
+import torch.nn.functional as F
+from ncps.torch import CfC, LTC
+from torch import Tensor, nn
+
+from nac.layer import NAC, ConfigError, NACConfig, _need, allowed_keys
+
+HEADS: dict[str, Callable[["HeadConfig"], "SequenceHead"]] = {}
+_PRESETS: dict[str, dict[str, Any]] = {}
+
+
+def register(name: str, **nac_preset: Any) -> Callable[[type["SequenceHead"]], type["SequenceHead"]]:
+    """Class decorator: make a head buildable by name (optionally with preset NAC options)."""
+
+    def deco(cls: type[SequenceHead]) -> type[SequenceHead]:
+        HEADS[name] = cls
+        _PRESETS[name] = nac_preset
+        return cls
+
+    return deco
+
+
+def head_names() -> list[str]:
+    return list(HEADS)
+
+
+@dataclass
+class HeadConfig:
+    """A sequence head by registry name, with the options every head understands."""
+
+    name: str  # registry name: see head_names()
+    input_dim: int  # features per step
+    output_dim: int | None = None  # None: d_model
+    d_model: int = 64  # hidden width (NAC / attention d_model, RNN hidden units)
+    num_heads: int = 4  # attention heads (nac, mha)
+    return_sequences: bool = False  # output every step (B, T, out) or the last (B, out)
+    causal: bool = False  # attention heads: a step sees only itself and the past
+    window: int | None = None  # attention heads with causal: only the last `window` steps
+    nac: dict[str, Any] = field(default_factory=dict)  # NAC options (see NACConfig), nac* only
+
+    def __post_init__(self) -> None:
+        _need(self.name in HEADS, f"unknown head {self.name!r}; choose one of {', '.join(HEADS)}")
+        _need(self.input_dim >= 1, f"input_dim must be >= 1 (got {self.input_dim})")
+        _need(self.d_model >= 1, f"d_model must be >= 1 (got {self.d_model})")
+        _need(self.output_dim is None or self.output_dim >= 1, "output_dim must be >= 1")
+        _need(self.window is None or (self.causal and self.window >= 1), "window needs causal=True and must be >= 1")
+        _need(not self.nac or self.name.startswith("nac"), f"nac options given for head {self.name!r}")
+        if self.name.startswith("nac"):
+            self.nac_config()  # validate now, with NAC's own messages
+
+    @property
+    def out_dim(self) -> int:
+        return self.output_dim or self.d_model
+
+    def nac_config(self) -> NACConfig:
+        opts = {**_PRESETS.get(self.name, {}), **self.nac}
+        return NACConfig.from_dict(
+            {
+                **opts,
+                "d_model": self.d_model,
+                "num_heads": self.num_heads,
+                "input_dim": self.input_dim,
+                "return_sequences": True,
+                "causal": self.causal,
+                "window": self.window,
+            }
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "HeadConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        _need(not unknown, f"unknown head options {unknown}; allowed: {sorted(known)}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_head(config: HeadConfig | dict[str, Any] | str, **kwargs: Any) -> "SequenceHead":
+    """build_head("lstm", input_dim=30) or build_head(HeadConfig(...))."""
+    if isinstance(config, str):
+        config = HeadConfig(name=config, **kwargs)
+    elif isinstance(config, dict):
+        config = HeadConfig.from_dict({**config, **kwargs})
+    return HEADS[config.name](config)
+
+
+class SequenceHead(nn.Module):
+    """Base class: shared output handling and a generic streaming fallback."""
+
+    accepts_time: ClassVar[bool] = False  # forward() uses timestamps
+    is_attention: ClassVar[bool] = False  # output is a weighting of the window's steps
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
+        """(B, T, D) -> (B, T, out_dim) for every step (or (B, 1, out) for the last)."""
+        raise NotImplementedError
+
+    def forward(self, x: Tensor, timestamps: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
+        if x.dim() != 3:
+            raise ValueError(f"a sequence head expects (B, T, D), got {tuple(x.shape)}")
+        y = self._sequence(x, timestamps if self.accepts_time else None, key_padding_mask)
+        return y if self.config.return_sequences else y[:, -1]
+
+    # Generic streaming: keep the inputs of the visible past and rerun forward on them.
+    # Attention heads without a cheaper cache use it; recurrent heads and NAC override it.
+    def init_state(self, batch_size: int = 1) -> Any:
+        return {"x": None, "t": None}
+
+    def step(self, x_t: Tensor, state: Any, timestamp: Tensor | None = None) -> tuple[Tensor, Any]:
+        xs = x_t[:, None] if state["x"] is None else torch.cat([state["x"], x_t[:, None]], 1)
+        ts = None
+        if timestamp is not None:
+            t_new = timestamp.reshape(-1, 1).to(x_t.dtype)
+            ts = t_new if state["t"] is None else torch.cat([state["t"], t_new], 1)
+        if self.config.window is not None:
+            xs = xs[:, -self.config.window :]
+            ts = None if ts is None else ts[:, -self.config.window :]
+        y = self._sequence(xs, ts if self.accepts_time else None, None)[:, -1]
+        return y, {"x": xs, "t": ts}
+
+
+def _elapsed(timestamps: Tensor | None, x: Tensor, last: Tensor | None = None) -> Tensor:
+    """(B, T) time since the previous step; the first step counts as one unit of time."""
+    b, t, _ = x.shape
+    if timestamps is None:
+        return torch.ones(b, t, dtype=x.dtype, device=x.device)
+    ts = timestamps.to(x.dtype)
+    prev = ts[:, :1] - 1.0 if last is None else last.reshape(-1, 1).to(x.dtype)
+    return torch.diff(ts, dim=1, prepend=prev)
+
+
+class _Readout(SequenceHead):
+    """Heads whose core has width d_model, followed by a linear map to output_dim if needed."""
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__(config)
+        self.readout: nn.Module = (
+            nn.Identity() if config.out_dim == config.d_model else nn.Linear(config.d_model, config.out_dim)
+        )
+
+
+# ---------------------------------------------------------------------- NAC and ablations
+@register("nac")
+@register("nac-pw", selection="pairwise")
+@register("nac-fc", gates="dense")
+class NACHead(_Readout):
+    """The NAC layer (nac/layer.py); nac-pw uses every key, nac-fc dense gates."""
+
+    accepts_time = True
+    is_attention = True
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__(config)
+        self.nac = NAC(config=config.nac_config())
+
+    def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
+        if not self.config.return_sequences:  # only the last query is needed
+            self.nac.config.return_sequences = False
+            try:
+                return self.readout(self.nac(x, timestamps, key_padding_mask))[:, None]
+            finally:
+                self.nac.config.return_sequences = True
+        return self.readout(self.nac(x, timestamps, key_padding_mask))
+
+    def init_state(self, batch_size: int = 1) -> Any:
+        return self.nac.init_state(batch_size)
+
+    def step(self, x_t: Tensor, state: Any, timestamp: Tensor | None = None) -> tuple[Tensor, Any]:
+        y, state = self.nac.step(x_t, state, timestamp)
+        return self.readout(y), state
+
+
+# ---------------------------------------------------------------------- recurrent baselines
+class _TorchRNN(_Readout):
+    rnn_cls: ClassVar[type[nn.RNNBase]]
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__(config)
+        self.rnn = self.rnn_cls(config.input_dim, config.d_model, batch_first=True)
+
+    def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
+        return self.readout(self.rnn(x)[0])
+
+    def init_state(self, batch_size: int = 1) -> Any:
+        return None  # torch RNNs start from zeros
+
+    def step(self, x_t: Tensor, state: Any, timestamp: Tensor | None = None) -> tuple[Tensor, Any]:
+        y, state = self.rnn(x_t[:, None], state)
+        return self.readout(y[:, 0]), state
+
+
+@register("rnn")
+class RNNHead(_TorchRNN):
+    rnn_cls = nn.RNN
+
+
+@register("lstm")
+class LSTMHead(_TorchRNN):
+    rnn_cls = nn.LSTM
+
+
+@register("gru")
+class GRUHead(_TorchRNN):
+    rnn_cls = nn.GRU
+
+
+class _NCPSHead(_Readout):
+    """CfC / LTC from ncps.torch; timestamps become the cell's elapsed time per step.
+
+    We step `ncps`'s own cell (`.rnn_cell`) rather than calling the CfC / LTC module: the
+    module squeezes `timespans[:, t]` to (B,), which broadcasts against (B, units) wrongly
+    for any batch size other than 1 (ncps 1.0.1); the cell takes (B, 1) correctly.
+    """
+
+    accepts_time = True
+    ncps_cls: ClassVar[type[nn.Module]]
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__(config)
+        self.ncps = self.ncps_cls(config.input_dim, config.d_model, batch_first=True)
+
+    def _run(self, x: Tensor, h: Tensor | None, dts: Tensor) -> tuple[Tensor, Tensor]:
+        """x (B, T, D), dts (B, T) -> outputs (B, T, d_model), last state."""
+        if h is None:
+            h = x.new_zeros(x.shape[0], self.ncps.state_size)
+        outs = []
+        for i in range(x.shape[1]):
+            y, h = self.ncps.rnn_cell(x[:, i], h, dts[:, i : i + 1])
+            outs.append(y)
+        return torch.stack(outs, 1), h
+
+    def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
+        return self.readout(self._run(x, None, _elapsed(timestamps, x))[0])
+
+    def init_state(self, batch_size: int = 1) -> Any:
+        return {"h": None, "t": None}
+
+    def step(self, x_t: Tensor, state: Any, timestamp: Tensor | None = None) -> tuple[Tensor, Any]:
+        ts = None if timestamp is None else timestamp.reshape(-1, 1)
+        dt = _elapsed(ts, x_t[:, None], None if ts is None else state["t"])
+        y, h = self._run(x_t[:, None], state["h"], dt)
+        return self.readout(y[:, 0]), {"h": h, "t": ts}
+
+
+@register("cfc")
+class CfCHead(_NCPSHead):
+    ncps_cls = CfC
+
+
+@register("ltc")
+class LTCHead(_NCPSHead):
+    ncps_cls = LTC
+
+
+@register("ctrnn")
+class CTRNNHead(_Readout):
+    """Continuous-time RNN: dh/dt = -h / tau + tanh(W_x x + W_h h + b), Euler-unfolded.
+
+    Written here because ncps.torch has no CT-RNN (it has CfC and LTC); the formulation is
+    the one the CT-RNN baseline of the NAC paper uses (rubanova2019latent).
+    """
+
+    accepts_time = True
+    unfolds = 6
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__(config)
+        self.inp = nn.Linear(config.input_dim, config.d_model)
+        self.rec = nn.Linear(config.d_model, config.d_model, bias=False)
+        self.log_tau = nn.Parameter(torch.zeros(config.d_model))  # tau = exp(.) > 0
+
+    def _cell(self, x_t: Tensor, h: Tensor, dt: Tensor) -> Tensor:  # (B, D), (B, H), (B,)
+        drive = self.inp(x_t)
+        inv_tau = torch.exp(-self.log_tau)
+        h_step = (dt / self.unfolds)[:, None]
+        for _ in range(self.unfolds):
+            h = h + h_step * (-h * inv_tau + torch.tanh(drive + self.rec(h)))
+        return h
+
+    def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
+        dts = _elapsed(timestamps, x)
+        h = x.new_zeros(x.shape[0], self.config.d_model)
+        outs = []
+        for i in range(x.shape[1]):
+            h = self._cell(x[:, i], h, dts[:, i])
+            outs.append(h)
+        return self.readout(torch.stack(outs, 1))
+
+    def init_state(self, batch_size: int = 1) -> Any:
+        return {"h": None, "t": None}
+
+    def step(self, x_t: Tensor, state: Any, timestamp: Tensor | None = None) -> tuple[Tensor, Any]:
+        ts = None if timestamp is None else timestamp.reshape(-1, 1)
+        dt = _elapsed(ts, x_t[:, None], state["t"] if ts is not None else None)[:, 0]
+        h = x_t.new_zeros(x_t.shape[0], self.config.d_model) if state["h"] is None else state["h"]
+        h = self._cell(x_t, h, dt)
+        return self.readout(h), {"h": h, "t": ts}
+
+
+# ---------------------------------------------------------------------- attention baselines
+def _attn_mask(x: Tensor, cfg: HeadConfig, n_queries: int) -> Tensor | None:
+    """(Tq, T) bool, True = may attend, for the last n_queries of x's steps."""
+    t = x.shape[1]
+    pos = torch.arange(t, device=x.device)
+    return allowed_keys(pos[t - n_queries :], pos, cfg.causal, cfg.window)
+
+
+@register("mha")
+class MHAHead(_Readout):
+    """torch.nn.MultiheadAttention over a linear embedding of the steps (no positions)."""
+
+    is_attention = True
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__(config)
+        _need(config.d_model % config.num_heads == 0, "d_model must be divisible by num_heads")
+        self.embed = nn.Linear(config.input_dim, config.d_model)
+        self.mha = nn.MultiheadAttention(config.d_model, config.num_heads, batch_first=True)
+
+    def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
+        e = self.embed(x)  # (B, T, d)
+        q = e if self.config.return_sequences else e[:, -1:]
+        allowed = _attn_mask(x, self.config, q.shape[1])
+        y, _ = self.mha(q, e, e, key_padding_mask=key_padding_mask, attn_mask=None if allowed is None else ~allowed, need_weights=False)
+        return self.readout(y)
+
+    def attention_weights(self, x: Tensor) -> Tensor:
+        """(B, heads, 1, T): the last step's weights over the window (for overlays)."""
+        e = self.embed(x)
+        allowed = _attn_mask(x, self.config, 1)
+        _, w = self.mha(e[:, -1:], e, e, attn_mask=None if allowed is None else ~allowed, need_weights=True, average_attn_weights=False)
+        return w
+
+
+@register("attention")
+class AttentionHead(_Readout):
+    """Single-head scaled dot-product attention."""
+
+    is_attention = True
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__(config)
+        self.q = nn.Linear(config.input_dim, config.d_model)
+        self.k = nn.Linear(config.input_dim, config.d_model)
+        self.v = nn.Linear(config.input_dim, config.d_model)
+
+    def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
+        q = self.q(x if self.config.return_sequences else x[:, -1:])
+        mask = _attn_mask(x, self.config, q.shape[1])  # (Tq, T) True = allowed, as SDPA wants
+        if key_padding_mask is not None:
+            keep = ~key_padding_mask[:, None, :]  # (B, 1, T)
+            mask = keep if mask is None else mask[None] & keep
+        return self.readout(F.scaled_dot_product_attention(q, self.k(x), self.v(x), attn_mask=mask))

@@ -1,0 +1,526 @@
+"""The Neuronal Attention Circuit (NAC) layer, as the paper writes it (see NAC.md).
+
+For a query i and a selected key j the pair p_ij = [q_i, k_j] drives a sparse NCP backbone
+(inter -> command -> motor) and two heads, phi (sigmoid) and omega_tau (softplus + eps); the
+logit a_ij is the state of  da/dt = -omega_tau * a + phi  at horizon t_ij (exact, euler or
+steady), and the output is  sum_j softmax_j(a_ij) * w_ij * v_j  over the selected keys.
+
+Unlike the authors' Keras layer (and torch-nac 0.0.2), the backbone is a feed-forward pass of
+the pair, so phi and omega_tau depend on q and k (see NAC.md, "A defect ...").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from nac.ode import MODES, solve
+from nac.wiring import MAX_SPARSITY, MIN_SPARSITY, backbone_masks, sensory_mask
+
+SELECTIONS = ("topk", "pairwise", "sqrt")
+QUADRATURES = ("time", "dt")
+GATES = ("ncp", "dense")
+
+# Selection scores are computed in query chunks holding at most this many scores, so that
+# neither `topk` nor `sqrt` keeps a (T x T) matrix alive at once.
+_SCORE_BUDGET = 1 << 20
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range; the message says what is allowed."""
+
+
+def _need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+@dataclass
+class NACConfig:
+    """Configuration of one NAC layer. Names follow the authors' layer where they exist."""
+
+    d_model: int = 64  # model width; split into num_heads heads of d_model / num_heads
+    num_heads: int = 16  # attention heads, each with its own backbone parameters
+    topk: int = 8  # keys per query for selection "topk" / "sqrt"
+    mode: str = "exact"  # logit solver: "exact" (closed form), "euler", "steady"
+    euler_steps: int = 6  # explicit Euler steps in mode "euler"
+    delta_t: float | None = None  # Euler step size; None integrates to the pair's own t_ij
+    sparsity: float = 0.5  # NCP wiring sparsity, 0.1 .. 0.9 (gates "ncp")
+    dropout: float = 0.0  # dropout on the attention weights (training only)
+    tau_epsilon: float = 1e-5  # omega_tau = softplus(.) + tau_epsilon > 0
+    return_sequences: bool = False  # (B, T, d_model) if True, else the last step (B, d_model)
+    return_attention: bool = False  # forward also returns dense attention weights (B, H, Tq, T)
+    input_dim: int | None = None  # input features; None means d_model
+    selection: str = "topk"  # keys per query: "topk" (exact top-K of q.k), "pairwise", "sqrt"
+    causal: bool = False  # a query attends only to keys at or before its own step
+    window: int | None = None  # with causal: only the last `window` keys (incl. its own step)
+    quadrature: str = "time"  # w_ij = t_ij ("time", the paper's) or the constant dt ("dt")
+    dt: float = 1.0  # the constant quadrature weight when quadrature == "dt"
+    gates: str = "ncp"  # "ncp" sparse wiring masks, or "dense" (the NAC-FC ablation)
+    backbone_units: int = 16  # AutoNCP units of the pair backbone (inter + command + motor)
+    motor_neurons: int = 4  # motor neurons feeding the phi and omega_tau heads
+    seed: int = 0  # wiring seed; projection p uses seed + p (q, k, v, backbone = 0, 1, 2, 3)
+
+    def __post_init__(self) -> None:
+        _need(self.d_model >= 1 and self.num_heads >= 1, "d_model and num_heads must be >= 1")
+        _need(
+            self.d_model % self.num_heads == 0,
+            f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})",
+        )
+        _need(self.topk >= 1, f"topk must be >= 1 (got {self.topk})")
+        _need(self.mode in MODES, f"mode must be one of {', '.join(MODES)} (got {self.mode!r})")
+        _need(self.euler_steps >= 1, f"euler_steps must be >= 1 (got {self.euler_steps})")
+        _need(self.delta_t is None or self.delta_t > 0, f"delta_t must be > 0 (got {self.delta_t})")
+        _need(
+            self.selection in SELECTIONS,
+            f"selection must be one of {', '.join(SELECTIONS)} (got {self.selection!r})",
+        )
+        _need(
+            self.quadrature in QUADRATURES,
+            f"quadrature must be one of {', '.join(QUADRATURES)} (got {self.quadrature!r})",
+        )
+        _need(self.gates in GATES, f"gates must be one of {', '.join(GATES)} (got {self.gates!r})")
+        if self.gates == "ncp":
+            _need(
+                MIN_SPARSITY <= self.sparsity <= MAX_SPARSITY,
+                f"sparsity must be between {MIN_SPARSITY} and {MAX_SPARSITY} (got {self.sparsity})",
+            )
+        _need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
+        _need(self.tau_epsilon > 0, f"tau_epsilon must be > 0 (got {self.tau_epsilon})")
+        _need(self.window is None or self.window >= 1, f"window must be >= 1 (got {self.window})")
+        _need(self.window is None or self.causal, "window needs causal=True")
+        _need(
+            self.motor_neurons >= 1 and self.backbone_units >= self.motor_neurons + 4,
+            "backbone_units must be at least motor_neurons + 4 (an NCP needs inter and command "
+            f"neurons; got backbone_units={self.backbone_units}, motor_neurons={self.motor_neurons})",
+        )
+        _need(self.input_dim is None or self.input_dim >= 1, "input_dim must be >= 1")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "NACConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        _need(not unknown, f"unknown NAC options {unknown}; allowed: {sorted(known)}")
+        return cls(**data)
+
+
+class NACDetails(NamedTuple):
+    """Per selected pair, for interpretability. Shapes (B, H, Tq, K)."""
+
+    weights: Tensor  # softmax attention weights (0 for invalid keys)
+    indices: Tensor  # key index of each selected pair (long)
+    valid: Tensor  # bool: the pair is a real, allowed key
+    phi: Tensor  # content-target gate
+    omega_tau: Tensor  # time-constant gate
+    t: Tensor  # the time vector t_ij (also the quadrature weight when quadrature == "time")
+    logits: Tensor  # a_ij before the softmax
+
+
+def allowed_keys(pos_q: Tensor, pos_k: Tensor, causal: bool, window: int | None) -> Tensor | None:
+    """(Tq, Tk) bool: which keys each query may attend to; None when all of them."""
+    if not causal:
+        return None
+    rel = pos_q[:, None] - pos_k[None, :]  # (Tq, Tk): how many steps key j lies before query i
+    ok = rel >= 0
+    if window is not None:
+        ok = ok & (rel < window)
+    return ok
+
+
+def _key_mask(
+    allowed: Tensor | None, key_padding_mask: Tensor | None, batch: int, tq: int, tk: int
+) -> Tensor:
+    """(B, 1, Tq, Tk) bool validity of every (query, key) from the causal rule and padding."""
+    ok = torch.ones(tq, tk, dtype=torch.bool, device=allowed.device if allowed is not None else None)
+    if allowed is not None:
+        ok = allowed
+    ok = ok[None, None].expand(batch, 1, tq, tk)
+    if key_padding_mask is not None:  # True = padding, as in torch.nn.MultiheadAttention
+        ok = ok & ~key_padding_mask[:, None, None, :].to(ok.device)
+    return ok
+
+
+def _gather(x: Tensor, idx: Tensor | None) -> Tensor:
+    """Keys' rows for every selected pair: x (B, H, Tk, n), idx (B, H, Tq, K) -> (B, H, Tq, K, n).
+
+    With idx None (pairwise) the result is a broadcast view (B, H, 1, Tk, n), no copy.
+    """
+    if idx is None:
+        return x.unsqueeze(2)
+    b, h, tk, n = x.shape
+    offsets = torch.arange(b * h, device=x.device).view(b, h, 1, 1) * tk
+    flat = (idx + offsets).reshape(-1)
+    return x.reshape(b * h * tk, n).index_select(0, flat).view(*idx.shape, n)
+
+
+class _HeadwiseMasked(nn.Module):
+    """y = x @ (W * mask) + b with one weight per attention head: W (H, n_in, n_out).
+
+    A masked dense weight rather than a sparse tensor: the NCP layers here are a few dozen
+    neurons wide, where dense matmuls are faster than sparse kernels.
+    """
+
+    def __init__(self, heads: int, mask: Tensor, bias: bool = True) -> None:
+        super().__init__()
+        n_in, n_out = mask.shape
+        self.register_buffer("mask", mask.clone())
+        fan_in = mask.sum(0).clamp(min=1.0)  # (n_out,) real inputs of each neuron
+        bound = 1.0 / fan_in.sqrt()
+        self.weight = nn.Parameter((torch.rand(heads, n_in, n_out) * 2 - 1) * bound)
+        self.bias = nn.Parameter((torch.rand(heads, n_out) * 2 - 1) * bound) if bias else None
+
+    def masked_weight(self) -> Tensor:
+        return self.weight * self.mask  # (H, n_in, n_out)
+
+    def forward(self, x: Tensor) -> Tensor:  # x (B, H, ..., n_in)
+        w = self.masked_weight()
+        lead = x.shape[2:-1]
+        y = torch.einsum("bhmi,hio->bhmo", x.reshape(*x.shape[:2], -1, x.shape[-1]), w)
+        if self.bias is not None:
+            y = y + self.bias[None, :, None, :]
+        return y.reshape(*x.shape[:2], *lead, -1)
+
+
+class _MaskedLinear(nn.Linear):
+    """A linear map whose weight is multiplied by a fixed binary (NCP sensory) mask."""
+
+    def __init__(self, mask: Tensor) -> None:
+        n_in, n_out = mask.shape
+        super().__init__(n_in, n_out)
+        self.register_buffer("mask", mask.t().contiguous())  # (n_out, n_in) like weight
+        bound = 1.0 / self.mask.sum(1, keepdim=True).clamp(min=1.0).sqrt()
+        with torch.no_grad():
+            self.weight.uniform_(-1.0, 1.0).mul_(bound)
+            self.bias.uniform_(-1.0, 1.0).mul_(bound.squeeze(1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight * self.mask, self.bias)
+
+
+class NAC(nn.Module):
+    """Neuronal Attention Circuit. Input (B, T, input_dim), optional timestamps (B, T).
+
+    Output (B, d_model) for the last step, or (B, T, d_model) with return_sequences; with
+    return_attention also the dense attention weights (B, H, Tq, T).
+    """
+
+    def __init__(self, d_model: int = 64, num_heads: int = 16, *, config: NACConfig | None = None, **kwargs: Any) -> None:
+        super().__init__()
+        cfg = config if config is not None else NACConfig.from_dict({"d_model": d_model, "num_heads": num_heads, **kwargs})
+        self.config = cfg
+        d_in = cfg.input_dim or cfg.d_model
+        hd, n_motor = cfg.head_dim, cfg.motor_neurons
+
+        def sens(n_in: int, n_out: int, offset: int) -> Tensor:
+            if cfg.gates == "dense":
+                return torch.ones(n_in, n_out)
+            return torch.from_numpy(sensory_mask(n_in, n_out, cfg.sparsity, cfg.seed + offset))
+
+        # Sensory gates (Eq. 13): sparse projections of the input to q, k, v.
+        self.q_proj = _MaskedLinear(sens(d_in, cfg.d_model, 0))
+        self.k_proj = _MaskedLinear(sens(d_in, cfg.d_model, 1))
+        self.v_proj = _MaskedLinear(sens(d_in, cfg.d_model, 2))
+
+        # Backbone (Eq. 14) on the pair [q_i, k_j] (2 * head_dim inputs).
+        if cfg.gates == "dense":
+            n_inter = cfg.backbone_units - n_motor - max(int(0.4 * (cfg.backbone_units - n_motor)), 1)
+            n_cmd = cfg.backbone_units - n_motor - n_inter
+            m_si, m_ic, m_cm = torch.ones(2 * hd, n_inter), torch.ones(n_inter, n_cmd), torch.ones(n_cmd, n_motor)
+        else:
+            bm = backbone_masks(2 * hd, cfg.backbone_units, n_motor, cfg.sparsity, cfg.seed + 3)
+            m_si, m_ic, m_cm = (torch.from_numpy(m) for m in (bm.sensory_inter, bm.inter_command, bm.command_motor))
+        self.n_inter = m_si.shape[1]
+        # The first backbone layer and the time vector's affine maps a_t, b_t are linear in the
+        # pair, so they are one masked map whose query half and key half are applied separately
+        # (to each query once and each key once) and summed per selected pair: the same numbers
+        # as mapping the concatenation, without building the (pairs x 2*head_dim) tensor.
+        pair_mask = torch.cat([m_si, torch.ones(2 * hd, 2)], dim=1)  # (2hd, n_inter + 2)
+        self.pair_in = _HeadwiseMasked(cfg.num_heads, pair_mask)
+        self.inter_command = _HeadwiseMasked(cfg.num_heads, m_ic)
+        self.command_motor = _HeadwiseMasked(cfg.num_heads, m_cm)
+        # Two heads (Eq. 15-16): column 0 -> phi, column 1 -> omega_tau.
+        self.gate_heads = _HeadwiseMasked(cfg.num_heads, torch.ones(n_motor, 2))
+        self.out_proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.attn_dropout = nn.Dropout(cfg.dropout)
+
+    # ------------------------------------------------------------------ building blocks
+    def _split(self, x: Tensor) -> Tensor:  # (B, T, d_model) -> (B, H, T, hd)
+        b, t, _ = x.shape
+        return x.view(b, t, self.config.num_heads, self.config.head_dim).transpose(1, 2)
+
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """q, k, v (B, H, T, hd) and the query / key halves of the pair map (B, H, T, n+2)."""
+        q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(x)), self._split(self.v_proj(x))
+        w = self.pair_in.masked_weight()  # (H, 2hd, n_inter + 2)
+        hd = self.config.head_dim
+        uq = torch.einsum("bhtd,hdn->bhtn", q, w[:, :hd]) + self.pair_in.bias[None, :, None, :]
+        uk = torch.einsum("bhtd,hdn->bhtn", k, w[:, hd:])
+        return q, k, v, uq, uk
+
+    @torch.no_grad()
+    def _select(
+        self, q: Tensor, k: Tensor, ok: Tensor
+    ) -> tuple[Tensor | None, Tensor]:
+        """Key indices (B, H, Tq, K) or None (all keys), and their validity (B, H|1, Tq, K).
+
+        Selection picks indices only; no gradient flows through it.
+        """
+        cfg = self.config
+        tq, tk = q.shape[2], k.shape[2]
+        if cfg.selection == "pairwise" or cfg.topk >= tk and cfg.selection == "topk":
+            return None, ok
+        if cfg.selection == "topk":
+            return _topk_exact(q, k, ok, cfg.topk)
+        return _topk_sqrt(q, k, ok, cfg.topk)
+
+    def _attend(
+        self,
+        q: Tensor,
+        uq: Tensor,
+        k: Tensor,
+        uk: Tensor,
+        v: Tensor,
+        tq: Tensor | None,
+        tk: Tensor | None,
+        ok: Tensor,
+    ) -> tuple[Tensor, NACDetails]:
+        """Attention of queries q (B, H, Tq, hd) over keys k, v (B, H, Tk, hd).
+
+        ok (B, 1, Tq, Tk) says which keys each query may use; tq (B, Tq) / tk (B, Tk) are
+        timestamps or None.
+        """
+        cfg = self.config
+        idx, valid = self._select(q, k, ok)  # (B, H, Tq, K) | None, (B, H|1, Tq, K)
+        # Backbone on the selected pairs (B, H, Tq, K, .): first layer = query half + key half.
+        pre = uq.unsqueeze(3) + _gather(uk, idx)  # (B, H, Tq, K, n_inter + 2)
+        n = self.n_inter
+        h = torch.tanh(pre[..., :n])
+        h = torch.tanh(self.inter_command(h))
+        h = torch.tanh(self.command_motor(h))
+        g = self.gate_heads(h)  # (B, H, Tq, K, 2)
+        phi = torch.sigmoid(g[..., 0])
+        omega = F.softplus(g[..., 1]) + cfg.tau_epsilon
+        # Time vector t_ij = sigmoid(a_t(p) * t + b_t(p)); t is the key's age t_i - t_j when
+        # timestamps are given (invariant to a shift of the clock, which streaming needs),
+        # else 1 (NAC.md section 3).
+        if tq is None or tk is None:
+            t_in = torch.ones((), dtype=pre.dtype, device=pre.device)
+        else:
+            t_keys = _gather(tk[:, None, :, None].expand(-1, cfg.num_heads, -1, 1), idx)[..., 0]
+            t_in = tq[:, None, :, None] - t_keys  # (B, H, Tq|1, K)
+        t_ij = torch.sigmoid(pre[..., n] * t_in + pre[..., n + 1])
+        logits = solve(phi, omega, t_ij, cfg.mode, cfg.euler_steps, cfg.delta_t)
+        logits = logits.masked_fill(~valid, float("-inf"))
+        weights = torch.softmax(logits, dim=-1).masked_fill(~valid, 0.0)  # rows with no key -> 0
+        weights = self.attn_dropout(weights)
+        quad = t_ij if cfg.quadrature == "time" else cfg.dt
+        wv = (weights * quad).unsqueeze(-2)  # (B, H, Tq, 1, K)
+        out = (wv @ _gather(v, idx)).squeeze(-2)  # (B, H, Tq, hd)
+        if idx is None:
+            b, hh, tqn, tkn = weights.shape
+            idx = torch.arange(tkn, device=q.device).expand(b, hh, tqn, tkn)
+        details = NACDetails(weights, idx, valid.expand_as(weights), phi, omega, t_ij, logits)
+        return out, details
+
+    def _merge(self, out: Tensor) -> Tensor:  # (B, H, Tq, hd) -> (B, Tq, d_model)
+        b, _, t, _ = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, self.config.d_model))
+
+    # ------------------------------------------------------------------ public API
+    def forward(
+        self,
+        x: Tensor,
+        timestamps: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        return_details: bool = False,
+    ) -> Any:
+        """x (B, T, input_dim); timestamps (B, T) or None; key_padding_mask (B, T), True = pad."""
+        cfg = self.config
+        if x.dim() != 3:
+            raise ValueError(f"NAC expects input of shape (B, T, D), got {tuple(x.shape)}")
+        b, t, _ = x.shape
+        q, k, v, uq, uk = self._project(x)
+        pos = torch.arange(t, device=x.device)
+        if not cfg.return_sequences:  # only the last query is needed
+            q, uq, pos_q = q[:, :, -1:], uq[:, :, -1:], pos[-1:]
+            tq = None if timestamps is None else timestamps[:, -1:]
+        else:
+            pos_q, tq = pos, timestamps
+        ok = _key_mask(allowed_keys(pos_q, pos, cfg.causal, cfg.window), key_padding_mask, b, len(pos_q), t)
+        out, details = self._attend(q, uq, k, uk, v, tq, timestamps, ok)
+        y = self._merge(out)  # (B, Tq, d_model)
+        if not cfg.return_sequences:
+            y = y[:, -1]
+        result: list[Any] = [y]
+        if cfg.return_attention:
+            dense = torch.zeros(b, cfg.num_heads, len(pos_q), t, dtype=details.weights.dtype, device=x.device)
+            result.append(dense.scatter_add(-1, details.indices, details.weights))
+        if return_details:
+            result.append(details)
+        return result[0] if len(result) == 1 else tuple(result)
+
+    # Streaming: one new step at a time, past keys' projections cached (NAC.md section 5).
+    def init_state(self, batch_size: int = 1) -> dict[str, Any]:
+        return {"k": None, "v": None, "uk": None, "t": None}
+
+    def step(
+        self, x_t: Tensor, state: dict[str, Any], timestamp: Tensor | None = None, return_details: bool = False
+    ) -> Any:
+        """x_t (B, input_dim), timestamp (B,) or None -> output (B, d_model), new state.
+
+        Equals the last row of a causal forward over the steps seen so far (the last `window`
+        of them when a window is set): the cached keys are exactly those the query may use.
+        """
+        cfg = self.config
+        q, k, v, uq, uk = self._project(x_t.unsqueeze(1))  # each (B, H, 1, .)
+        t_new = None if timestamp is None else timestamp.reshape(-1, 1).to(x_t.dtype)
+        if state["k"] is not None and (state["t"] is None) != (t_new is None):
+            raise ValueError("give a timestamp at every step of a stream or at none")
+        def push(old: Tensor | None, new: Tensor, dim: int) -> Tensor:
+            cat = new if old is None else torch.cat([old, new], dim=dim)
+            n = cat.shape[dim]
+            start = 0 if cfg.window is None else max(0, n - cfg.window)
+            return cat.narrow(dim, start, n - start)
+
+        state = {
+            "k": push(state["k"], k, 2),  # (B, H, L, hd)
+            "v": push(state["v"], v, 2),
+            "uk": push(state["uk"], uk, 2),  # (B, H, L, n_inter + 2)
+            "t": None if t_new is None else push(state["t"], t_new, 1),  # (B, L)
+        }
+        tk = state["k"].shape[2]
+        ok = torch.ones(x_t.shape[0], 1, 1, tk, dtype=torch.bool, device=x_t.device)
+        out, details = self._attend(q, uq, state["k"], state["uk"], state["v"], t_new, state["t"], ok)
+        y = self._merge(out)[:, 0]
+        return (y, state, details) if return_details else (y, state)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, directory: str | Path) -> None:
+        """config.json + model.safetensors (no pickles)."""
+        save_checkpoint(directory, {"layer": "nac", "nac": asdict(self.config)}, self.state_dict())
+
+    @classmethod
+    def load(cls, directory: str | Path, map_location: str = "cpu") -> "NAC":
+        config, state = load_checkpoint(directory, map_location)
+        if config.get("layer") != "nac":
+            raise ConfigError(f"{directory} does not hold a NAC layer (config.json has layer={config.get('layer')!r})")
+        layer = cls(config=NACConfig.from_dict(config["nac"]))
+        load_state_strict(layer, state, directory)
+        return layer
+
+
+@torch.no_grad()
+def _topk_exact(q: Tensor, k: Tensor, ok: Tensor, topk: int) -> tuple[Tensor, Tensor]:
+    """Exact top-K keys of q.k per query, scored in query chunks."""
+    b, h, tq, hd = q.shape
+    tk = k.shape[2]
+    kk = min(topk, tk)
+    chunk = max(1, _SCORE_BUDGET // max(1, b * h * tk))
+    idx_parts, val_parts = [], []
+    kt = k.transpose(-1, -2)
+    for s in range(0, tq, chunk):
+        scores = q[:, :, s : s + chunk] @ kt  # (B, H, c, Tk)
+        scores = scores.masked_fill(~ok[:, :, s : s + chunk], float("-inf"))
+        vals, idx = scores.topk(kk, dim=-1)
+        idx_parts.append(idx)
+        val_parts.append(vals)
+    idx = torch.cat(idx_parts, 2)
+    return idx, torch.isfinite(torch.cat(val_parts, 2))
+
+
+@torch.no_grad()
+def _topk_sqrt(q: Tensor, k: Tensor, ok: Tensor, topk: int) -> tuple[Tensor, Tensor]:
+    """Subquadratic top-K (paper, Algorithm 2): square-root block partition of the keys.
+
+    Keys split into ~sqrt(Tk) blocks; each query scores the block centroids, keeps the best
+    blocks until they hold at least K candidates plus one block of margin, scores those keys
+    exactly and takes the top K. The (Tq x Tk) score matrix is never built; queries are
+    processed in chunks so that memory grows linearly in T.
+    """
+    b, h, tq, hd = q.shape
+    tk = k.shape[2]
+    kk = min(topk, tk)
+    bs = max(1, math.ceil(math.sqrt(tk)))  # block size adapts to T
+    nb = math.ceil(tk / bs)
+    n_sel = min(nb, math.ceil(kk / bs) + 1)
+    pad = nb * bs - tk
+    key_ok_pad = F.pad(torch.ones(tk, dtype=torch.bool, device=k.device), (0, pad))  # (nb*bs,)
+    k_blocks = F.pad(k, (0, 0, 0, pad)).view(b, h, nb, bs, hd)
+    centroids = k_blocks.sum(3) / key_ok_pad.view(nb, bs).sum(1).clamp(min=1)[:, None]  # (B, H, nb, hd)
+    ok_pad = F.pad(ok, (0, pad), value=False)  # (B, 1, Tq, nb*bs)
+    chunk = max(1, _SCORE_BUDGET // max(1, b * h * n_sel * bs * hd))
+    idx_parts, val_parts = [], []
+    offs = torch.arange(bs, device=k.device)
+    for s in range(0, tq, chunk):
+        qc = q[:, :, s : s + chunk]  # (B, H, c, hd)
+        okc = ok_pad[:, :, s : s + chunk]  # (B, 1, c, nb*bs)
+        c = qc.shape[2]
+        block_ok = okc.view(b, 1, c, nb, bs).any(-1)  # (B, 1, c, nb)
+        cs = (qc @ centroids.transpose(-1, -2)).masked_fill(~block_ok, float("-inf"))
+        blocks = cs.topk(n_sel, dim=-1).indices  # (B, H, c, n_sel)
+        cand = (blocks.unsqueeze(-1) * bs + offs).reshape(b, h, c, n_sel * bs)  # key ids
+        cand_k = _gather(F.pad(k, (0, 0, 0, pad)), cand)  # (B, H, c, n_sel*bs, hd)
+        scores = (cand_k @ qc.unsqueeze(-1)).squeeze(-1)  # (B, H, c, n_sel*bs)
+        cand_ok = torch.gather(okc.expand(b, h, c, nb * bs), 3, cand)
+        scores = scores.masked_fill(~cand_ok, float("-inf"))
+        vals, pos = scores.topk(kk, dim=-1)
+        idx_parts.append(torch.gather(cand, 3, pos))
+        val_parts.append(vals)
+    idx = torch.cat(idx_parts, 2).clamp(max=tk - 1)  # padded ids are invalid (-inf) anyway
+    return idx, torch.isfinite(torch.cat(val_parts, 2))
+
+
+# ---------------------------------------------------------------------- checkpoints
+def save_checkpoint(directory: str | Path, config: dict[str, Any], state: dict[str, Tensor], name: str = "model") -> None:
+    """Write `config.json` and `<name>.safetensors` into directory (created if missing)."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    tensors = {key: value.detach().cpu().contiguous() for key, value in state.items()}
+    tmp = d / f".{name}.safetensors.tmp"
+    save_file(tensors, str(tmp))
+    tmp.replace(d / f"{name}.safetensors")
+    (d / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def load_checkpoint(directory: str | Path, map_location: str = "cpu", name: str = "model") -> tuple[dict[str, Any], dict[str, Tensor]]:
+    d = Path(directory)
+    cfg_path, w_path = d / "config.json", d / f"{name}.safetensors"
+    for p in (cfg_path, w_path):
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} not found: a checkpoint folder holds config.json and {name}.safetensors")
+    try:
+        config = json.loads(cfg_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{cfg_path} is not valid JSON ({exc})") from None
+    return config, load_file(str(w_path), device=map_location)
+
+
+def load_state_strict(module: nn.Module, state: dict[str, Tensor], source: str | Path) -> None:
+    """Load weights, explaining a config / weights mismatch in one sentence."""
+    expected = module.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong = sorted(k for k in set(expected) & set(state) if expected[k].shape != state[k].shape)
+    if missing or unexpected or wrong:
+        parts = []
+        if missing:
+            parts.append(f"missing {missing[:3]}")
+        if unexpected:
+            parts.append(f"unexpected {unexpected[:3]}")
+        if wrong:
+            k = wrong[0]
+            parts.append(f"{k} has shape {tuple(state[k].shape)}, config needs {tuple(expected[k].shape)}")
+        raise ConfigError(f"weights in {source} do not match its config.json: " + "; ".join(parts))
+    module.load_state_dict(state)

@@ -1,0 +1,77 @@
+"""NCP wiring masks for NAC's sparse projections.
+
+The graph comes from `ncps.wirings.AutoNCP` (the field's own library, as in `ncps`: wiring is
+separate from the cells that use it). This module only reads its adjacency matrices and turns
+them into binary numpy masks; the layers keep those masks as buffers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from ncps.wirings import AutoNCP
+
+MIN_SPARSITY, MAX_SPARSITY = 0.1, 0.9  # the range AutoNCP accepts (it rejects < 0.1)
+
+
+@dataclass(frozen=True)
+class BackboneMasks:
+    """Binary masks of an NCP's feed-forward path: sensory -> inter -> command -> motor."""
+
+    sensory_inter: np.ndarray  # (n_in, n_inter)
+    inter_command: np.ndarray  # (n_inter, n_command)
+    command_motor: np.ndarray  # (n_command, n_motor)
+
+
+def _check_sparsity(sparsity: float) -> None:
+    if not MIN_SPARSITY <= sparsity <= MAX_SPARSITY:
+        raise ValueError(
+            f"sparsity must be between {MIN_SPARSITY} and {MAX_SPARSITY} for NCP wiring "
+            f"(got {sparsity}); use dense gates for a fully connected layer"
+        )
+
+
+def _layers(wiring: AutoNCP) -> tuple[list[int], list[int], list[int]]:
+    # ncps numbers neurons motor first, then command, then inter; layer 0 is inter.
+    return (
+        list(wiring.get_neurons_of_layer(0)),
+        list(wiring.get_neurons_of_layer(1)),
+        list(wiring.get_neurons_of_layer(2)),
+    )
+
+
+def backbone_masks(n_in: int, units: int, n_motor: int, sparsity: float, seed: int) -> BackboneMasks:
+    """Masks of an `AutoNCP(units, n_motor)` wiring fed by `n_in` sensory inputs."""
+    _check_sparsity(sparsity)
+    wiring = AutoNCP(units, n_motor, sparsity_level=sparsity, seed=seed)
+    wiring.build(n_in)
+    inter, command, motor = _layers(wiring)
+    adj = wiring.adjacency_matrix != 0  # (units, units), polarity dropped: we learn signed weights
+    sens = wiring.sensory_adjacency_matrix != 0  # (n_in, units)
+    return BackboneMasks(
+        sensory_inter=sens[:, inter].astype(np.float32),
+        inter_command=adj[np.ix_(inter, command)].astype(np.float32),
+        command_motor=adj[np.ix_(command, motor)].astype(np.float32),
+    )
+
+
+def sensory_mask(n_in: int, n_out: int, sparsity: float, seed: int) -> np.ndarray:
+    """(n_in, n_out) mask of the sensory -> inter synapses of an AutoNCP with n_out inter neurons.
+
+    AutoNCP is parameterised by its total unit count, not by its inter-neuron count; with one
+    motor neuron the inter count grows by 0 or 1 per extra unit, so a short search hits n_out.
+    """
+    _check_sparsity(sparsity)
+    units = n_out + 3
+    while True:
+        wiring = AutoNCP(units, 1, sparsity_level=sparsity, seed=seed)
+        n_inter = len(list(wiring.get_neurons_of_layer(0)))
+        if n_inter == n_out:
+            break
+        if n_inter > n_out:  # cannot happen (see docstring); guard against an ncps change
+            raise RuntimeError(f"AutoNCP skipped {n_out} inter neurons")
+        units += 1
+    wiring.build(n_in)
+    inter, _, _ = _layers(wiring)
+    return (wiring.sensory_adjacency_matrix[:, inter] != 0).astype(np.float32)
