@@ -271,7 +271,7 @@ class NAC(nn.Module):
 
     @torch.no_grad()
     def _select(
-        self, q: Tensor, k: Tensor, ok: Tensor
+        self, q: Tensor, k: Tensor, ok: Tensor, pos_q: Tensor
     ) -> tuple[Tensor | None, Tensor]:
         """Key indices (B, H, Tq, K) or None (all keys), and their validity (B, H|1, Tq, K).
 
@@ -283,7 +283,7 @@ class NAC(nn.Module):
             return None, ok
         if cfg.selection == "topk":
             return _topk_exact(q, k, ok, cfg.topk)
-        return _topk_sqrt(q, k, ok, cfg.topk)
+        return _topk_sqrt(q, k, ok, cfg.topk, pos_q if cfg.causal else None)
 
     def _attend(
         self,
@@ -295,14 +295,15 @@ class NAC(nn.Module):
         tq: Tensor | None,
         tk: Tensor | None,
         ok: Tensor,
+        pos_q: Tensor,
     ) -> tuple[Tensor, NACDetails]:
         """Attention of queries q (B, H, Tq, hd) over keys k, v (B, H, Tk, hd).
 
         ok (B, 1, Tq, Tk) says which keys each query may use; tq (B, Tq) / tk (B, Tk) are
-        timestamps or None.
+        timestamps or None; pos_q (Tq,) are the queries' positions among the keys.
         """
         cfg = self.config
-        idx, valid = self._select(q, k, ok)  # (B, H, Tq, K) | None, (B, H|1, Tq, K)
+        idx, valid = self._select(q, k, ok, pos_q)  # (B, H, Tq, K) | None, (B, H|1, Tq, K)
         # Backbone on the selected pairs (B, H, Tq, K, .): first layer = query half + key half.
         pre = uq.unsqueeze(3) + _gather(uk, idx)  # (B, H, Tq, K, n_inter + 2)
         n = self.n_inter
@@ -359,7 +360,7 @@ class NAC(nn.Module):
         else:
             pos_q, tq = pos, timestamps
         ok = _key_mask(allowed_keys(pos_q, pos, cfg.causal, cfg.window), key_padding_mask, b, len(pos_q), t)
-        out, details = self._attend(q, uq, k, uk, v, tq, timestamps, ok)
+        out, details = self._attend(q, uq, k, uk, v, tq, timestamps, ok, pos_q)
         y = self._merge(out)  # (B, Tq, d_model)
         if not cfg.return_sequences:
             y = y[:, -1]
@@ -402,7 +403,8 @@ class NAC(nn.Module):
         }
         tk = state["k"].shape[2]
         ok = torch.ones(x_t.shape[0], 1, 1, tk, dtype=torch.bool, device=x_t.device)
-        out, details = self._attend(q, uq, state["k"], state["uk"], state["v"], t_new, state["t"], ok)
+        pos_q = torch.full((1,), tk - 1, device=x_t.device)
+        out, details = self._attend(q, uq, state["k"], state["uk"], state["v"], t_new, state["t"], ok, pos_q)
         y = self._merge(out)[:, 0]
         return (y, state, details) if return_details else (y, state)
 
@@ -441,13 +443,17 @@ def _topk_exact(q: Tensor, k: Tensor, ok: Tensor, topk: int) -> tuple[Tensor, Te
 
 
 @torch.no_grad()
-def _topk_sqrt(q: Tensor, k: Tensor, ok: Tensor, topk: int) -> tuple[Tensor, Tensor]:
+def _topk_sqrt(q: Tensor, k: Tensor, ok: Tensor, topk: int, pos_q: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Subquadratic top-K (paper, Algorithm 2): square-root block partition of the keys.
 
     Keys split into ~sqrt(Tk) blocks; each query scores the block centroids, keeps the best
     blocks until they hold at least K candidates plus one block of margin, scores those keys
     exactly and takes the top K. The (Tq x Tk) score matrix is never built; queries are
     processed in chunks so that memory grows linearly in T.
+
+    With pos_q (causal attention; query i at key position pos_q[i]) the query's own block is
+    always a candidate and never scored by its centroid, which would average in future keys
+    and let them decide what the query sees.
     """
     b, h, tq, hd = q.shape
     tk = k.shape[2]
@@ -456,28 +462,37 @@ def _topk_sqrt(q: Tensor, k: Tensor, ok: Tensor, topk: int) -> tuple[Tensor, Ten
     nb = math.ceil(tk / bs)
     n_sel = min(nb, math.ceil(kk / bs) + 1)
     pad = nb * bs - tk
-    key_ok_pad = F.pad(torch.ones(tk, dtype=torch.bool, device=k.device), (0, pad))  # (nb*bs,)
-    k_blocks = F.pad(k, (0, 0, 0, pad)).view(b, h, nb, bs, hd)
-    centroids = k_blocks.sum(3) / key_ok_pad.view(nb, bs).sum(1).clamp(min=1)[:, None]  # (B, H, nb, hd)
+    k_pad = F.pad(k, (0, 0, 0, pad))  # (B, H, nb*bs, hd)
+    counts = F.pad(torch.ones(tk, device=k.device), (0, pad)).view(nb, bs).sum(1)
+    centroids = k_pad.view(b, h, nb, bs, hd).sum(3) / counts[:, None]  # (B, H, nb, hd)
     ok_pad = F.pad(ok, (0, pad), value=False)  # (B, 1, Tq, nb*bs)
-    chunk = max(1, _SCORE_BUDGET // max(1, b * h * n_sel * bs * hd))
+    chunk = max(1, _SCORE_BUDGET // max(1, b * h * (n_sel * bs * hd + nb)))
     idx_parts, val_parts = [], []
     offs = torch.arange(bs, device=k.device)
+    blk_ids = torch.arange(nb, device=k.device)
     for s in range(0, tq, chunk):
         qc = q[:, :, s : s + chunk]  # (B, H, c, hd)
         okc = ok_pad[:, :, s : s + chunk]  # (B, 1, c, nb*bs)
         c = qc.shape[2]
         block_ok = okc.view(b, 1, c, nb, bs).any(-1)  # (B, 1, c, nb)
-        cs = (qc @ centroids.transpose(-1, -2)).masked_fill(~block_ok, float("-inf"))
-        blocks = cs.topk(n_sel, dim=-1).indices  # (B, H, c, n_sel)
+        cs = qc @ centroids.transpose(-1, -2)  # (B, H, c, nb)
+        if pos_q is None:
+            cs = cs.masked_fill(~block_ok, float("-inf"))
+            vals, blocks = cs.topk(n_sel, dim=-1)  # (B, H, c, n_sel)
+        else:
+            own = (pos_q[s : s + chunk] // bs).view(1, 1, c, 1)
+            cs = cs.masked_fill(~block_ok | (blk_ids >= own), float("-inf"))
+            vals, blocks = cs.topk(n_sel - 1, dim=-1)  # earlier blocks, then the own block
+            blocks = torch.cat([blocks, own.expand(b, h, c, 1)], -1)
+            vals = torch.cat([vals, torch.zeros_like(vals[..., :1])], -1)
         cand = (blocks.unsqueeze(-1) * bs + offs).reshape(b, h, c, n_sel * bs)  # key ids
-        cand_k = _gather(F.pad(k, (0, 0, 0, pad)), cand)  # (B, H, c, n_sel*bs, hd)
-        scores = (cand_k @ qc.unsqueeze(-1)).squeeze(-1)  # (B, H, c, n_sel*bs)
+        scores = (_gather(k_pad, cand) @ qc.unsqueeze(-1)).squeeze(-1)  # (B, H, c, n_sel*bs)
         cand_ok = torch.gather(okc.expand(b, h, c, nb * bs), 3, cand)
+        cand_ok &= torch.isfinite(vals).repeat_interleave(bs, -1)  # unselectable blocks
         scores = scores.masked_fill(~cand_ok, float("-inf"))
-        vals, pos = scores.topk(kk, dim=-1)
-        idx_parts.append(torch.gather(cand, 3, pos))
-        val_parts.append(vals)
+        top_vals, top_pos = scores.topk(kk, dim=-1)
+        idx_parts.append(torch.gather(cand, 3, top_pos))
+        val_parts.append(top_vals)
     idx = torch.cat(idx_parts, 2).clamp(max=tk - 1)  # padded ids are invalid (-inf) anyway
     return idx, torch.isfinite(torch.cat(val_parts, 2))
 
