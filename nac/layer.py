@@ -139,17 +139,29 @@ def allowed_keys(pos_q: Tensor, pos_k: Tensor, causal: bool, window: int | None)
     return ok
 
 
-def _key_mask(
-    allowed: Tensor | None, key_padding_mask: Tensor | None, batch: int, tq: int, tk: int
-) -> Tensor:
-    """(B, 1, Tq, Tk) bool validity of every (query, key) from the causal rule and padding."""
-    ok = torch.ones(tq, tk, dtype=torch.bool, device=allowed.device if allowed is not None else None)
-    if allowed is not None:
-        ok = allowed
-    ok = ok[None, None].expand(batch, 1, tq, tk)
-    if key_padding_mask is not None:  # True = padding, as in torch.nn.MultiheadAttention
-        ok = ok & ~key_padding_mask[:, None, None, :].to(ok.device)
-    return ok
+@dataclass
+class KeyRule:
+    """Which keys each query may use: causal / window rule on positions, and key padding.
+
+    Evaluated per chunk of queries (`mask`), so that selection never holds a (Tq x Tk) mask.
+    """
+
+    pos_q: Tensor  # (Tq,) position of each query among the keys
+    pos_k: Tensor  # (Tk,)
+    causal: bool = False
+    window: int | None = None
+    key_padding_mask: Tensor | None = None  # (B, Tk), True = padding (torch MHA's convention)
+
+    def mask(self, batch: int, start: int = 0, stop: int | None = None) -> Tensor:
+        """(B|1, 1, c, Tk) bool for queries start:stop."""
+        pos_q = self.pos_q[start:stop]
+        ok = allowed_keys(pos_q, self.pos_k, self.causal, self.window)
+        if ok is None:
+            ok = torch.ones(len(pos_q), len(self.pos_k), dtype=torch.bool, device=self.pos_k.device)
+        ok = ok[None, None]
+        if self.key_padding_mask is not None:
+            ok = ok & ~self.key_padding_mask[:, None, None, :].to(ok.device)
+        return ok.expand(batch, 1, *ok.shape[2:])
 
 
 def _gather(x: Tensor, idx: Tensor | None) -> Tensor:
@@ -270,9 +282,7 @@ class NAC(nn.Module):
         return q, k, v, uq, uk
 
     @torch.no_grad()
-    def _select(
-        self, q: Tensor, k: Tensor, ok: Tensor, pos_q: Tensor
-    ) -> tuple[Tensor | None, Tensor]:
+    def _select(self, q: Tensor, k: Tensor, rule: KeyRule) -> tuple[Tensor | None, Tensor]:
         """Key indices (B, H, Tq, K) or None (all keys), and their validity (B, H|1, Tq, K).
 
         Selection picks indices only; no gradient flows through it.
@@ -280,10 +290,10 @@ class NAC(nn.Module):
         cfg = self.config
         tq, tk = q.shape[2], k.shape[2]
         if cfg.selection == "pairwise" or cfg.topk >= tk and cfg.selection == "topk":
-            return None, ok
+            return None, rule.mask(q.shape[0])
         if cfg.selection == "topk":
-            return _topk_exact(q, k, ok, cfg.topk)
-        return _topk_sqrt(q, k, ok, cfg.topk, pos_q if cfg.causal else None)
+            return _topk_exact(q, k, rule, cfg.topk)
+        return _topk_sqrt(q, k, rule, cfg.topk)
 
     def _attend(
         self,
@@ -294,16 +304,14 @@ class NAC(nn.Module):
         v: Tensor,
         tq: Tensor | None,
         tk: Tensor | None,
-        ok: Tensor,
-        pos_q: Tensor,
+        rule: KeyRule,
     ) -> tuple[Tensor, NACDetails]:
         """Attention of queries q (B, H, Tq, hd) over keys k, v (B, H, Tk, hd).
 
-        ok (B, 1, Tq, Tk) says which keys each query may use; tq (B, Tq) / tk (B, Tk) are
-        timestamps or None; pos_q (Tq,) are the queries' positions among the keys.
+        rule says which keys each query may use; tq (B, Tq) / tk (B, Tk) are timestamps or None.
         """
         cfg = self.config
-        idx, valid = self._select(q, k, ok, pos_q)  # (B, H, Tq, K) | None, (B, H|1, Tq, K)
+        idx, valid = self._select(q, k, rule)  # (B, H, Tq, K) | None, (B, H|1, Tq, K)
         # Backbone on the selected pairs (B, H, Tq, K, .): first layer = query half + key half.
         pre = uq.unsqueeze(3) + _gather(uk, idx)  # (B, H, Tq, K, n_inter + 2)
         n = self.n_inter
@@ -359,8 +367,8 @@ class NAC(nn.Module):
             tq = None if timestamps is None else timestamps[:, -1:]
         else:
             pos_q, tq = pos, timestamps
-        ok = _key_mask(allowed_keys(pos_q, pos, cfg.causal, cfg.window), key_padding_mask, b, len(pos_q), t)
-        out, details = self._attend(q, uq, k, uk, v, tq, timestamps, ok, pos_q)
+        rule = KeyRule(pos_q, pos, cfg.causal, cfg.window, key_padding_mask)
+        out, details = self._attend(q, uq, k, uk, v, tq, timestamps, rule)
         y = self._merge(out)  # (B, Tq, d_model)
         if not cfg.return_sequences:
             y = y[:, -1]
@@ -402,9 +410,9 @@ class NAC(nn.Module):
             "t": None if t_new is None else push(state["t"], t_new, 1),  # (B, L)
         }
         tk = state["k"].shape[2]
-        ok = torch.ones(x_t.shape[0], 1, 1, tk, dtype=torch.bool, device=x_t.device)
-        pos_q = torch.full((1,), tk - 1, device=x_t.device)
-        out, details = self._attend(q, uq, state["k"], state["uk"], state["v"], t_new, state["t"], ok, pos_q)
+        # The cache holds exactly the keys this query may use (its past within the window).
+        rule = KeyRule(torch.full((1,), tk - 1, device=x_t.device), torch.arange(tk, device=x_t.device))
+        out, details = self._attend(q, uq, state["k"], state["uk"], state["v"], t_new, state["t"], rule)
         y = self._merge(out)[:, 0]
         return (y, state, details) if return_details else (y, state)
 
@@ -424,7 +432,7 @@ class NAC(nn.Module):
 
 
 @torch.no_grad()
-def _topk_exact(q: Tensor, k: Tensor, ok: Tensor, topk: int) -> tuple[Tensor, Tensor]:
+def _topk_exact(q: Tensor, k: Tensor, rule: KeyRule, topk: int) -> tuple[Tensor, Tensor]:
     """Exact top-K keys of q.k per query, scored in query chunks."""
     b, h, tq, hd = q.shape
     tk = k.shape[2]
@@ -434,7 +442,7 @@ def _topk_exact(q: Tensor, k: Tensor, ok: Tensor, topk: int) -> tuple[Tensor, Te
     kt = k.transpose(-1, -2)
     for s in range(0, tq, chunk):
         scores = q[:, :, s : s + chunk] @ kt  # (B, H, c, Tk)
-        scores = scores.masked_fill(~ok[:, :, s : s + chunk], float("-inf"))
+        scores = scores.masked_fill(~rule.mask(b, s, s + chunk), float("-inf"))
         vals, idx = scores.topk(kk, dim=-1)
         idx_parts.append(idx)
         val_parts.append(vals)
@@ -443,7 +451,7 @@ def _topk_exact(q: Tensor, k: Tensor, ok: Tensor, topk: int) -> tuple[Tensor, Te
 
 
 @torch.no_grad()
-def _topk_sqrt(q: Tensor, k: Tensor, ok: Tensor, topk: int, pos_q: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def _topk_sqrt(q: Tensor, k: Tensor, rule: KeyRule, topk: int) -> tuple[Tensor, Tensor]:
     """Subquadratic top-K (paper, Algorithm 2): square-root block partition of the keys.
 
     Keys split into ~sqrt(Tk) blocks; each query scores the block centroids, keeps the best
@@ -451,9 +459,8 @@ def _topk_sqrt(q: Tensor, k: Tensor, ok: Tensor, topk: int, pos_q: Tensor | None
     exactly and takes the top K. The (Tq x Tk) score matrix is never built; queries are
     processed in chunks so that memory grows linearly in T.
 
-    With pos_q (causal attention; query i at key position pos_q[i]) the query's own block is
-    always a candidate and never scored by its centroid, which would average in future keys
-    and let them decide what the query sees.
+    With causal attention the query's own block is always a candidate and never scored by
+    its centroid, which would average in future keys and let them decide what the query sees.
     """
     b, h, tq, hd = q.shape
     tk = k.shape[2]
@@ -465,22 +472,21 @@ def _topk_sqrt(q: Tensor, k: Tensor, ok: Tensor, topk: int, pos_q: Tensor | None
     k_pad = F.pad(k, (0, 0, 0, pad))  # (B, H, nb*bs, hd)
     counts = F.pad(torch.ones(tk, device=k.device), (0, pad)).view(nb, bs).sum(1)
     centroids = k_pad.view(b, h, nb, bs, hd).sum(3) / counts[:, None]  # (B, H, nb, hd)
-    ok_pad = F.pad(ok, (0, pad), value=False)  # (B, 1, Tq, nb*bs)
     chunk = max(1, _SCORE_BUDGET // max(1, b * h * (n_sel * bs * hd + nb)))
     idx_parts, val_parts = [], []
     offs = torch.arange(bs, device=k.device)
     blk_ids = torch.arange(nb, device=k.device)
     for s in range(0, tq, chunk):
         qc = q[:, :, s : s + chunk]  # (B, H, c, hd)
-        okc = ok_pad[:, :, s : s + chunk]  # (B, 1, c, nb*bs)
+        okc = F.pad(rule.mask(b, s, s + chunk), (0, pad), value=False)  # (B, 1, c, nb*bs)
         c = qc.shape[2]
         block_ok = okc.view(b, 1, c, nb, bs).any(-1)  # (B, 1, c, nb)
         cs = qc @ centroids.transpose(-1, -2)  # (B, H, c, nb)
-        if pos_q is None:
+        if not rule.causal:
             cs = cs.masked_fill(~block_ok, float("-inf"))
             vals, blocks = cs.topk(n_sel, dim=-1)  # (B, H, c, n_sel)
         else:
-            own = (pos_q[s : s + chunk] // bs).view(1, 1, c, 1)
+            own = (rule.pos_q[s : s + chunk] // bs).view(1, 1, c, 1)
             cs = cs.masked_fill(~block_ok | (blk_ids >= own), float("-inf"))
             vals, blocks = cs.topk(n_sel - 1, dim=-1)  # earlier blocks, then the own block
             blocks = torch.cat([blocks, own.expand(b, h, c, 1)], -1)
