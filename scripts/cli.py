@@ -15,7 +15,7 @@ from typing import NoReturn, Sequence
 from nac.layer import ConfigError
 
 # Subcommand modules, in the order `nacdrive --help` lists them.
-COMMANDS = ("quickstart", "bench")
+COMMANDS = ("quickstart", "expert", "bench")
 
 
 class Parser(argparse.ArgumentParser):

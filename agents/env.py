@@ -1,0 +1,74 @@
+"""CarRacing-v3 from gymnasium, and the privileged state the experts and recorders read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.box2d.car_racing import CarRacing
+from gymnasium.wrappers import TimeLimit
+
+ENV_ID = "CarRacing-v3"
+FPS = 50  # CarRacing's physics and frame rate (gymnasium.envs.box2d.car_racing.FPS)
+EPISODE_STEPS = 1000  # gymnasium's TimeLimit for CarRacing-v3
+# Discrete actions of CarRacing-v3 (note: 1 steers RIGHT, 2 LEFT; gas is only 0.2).
+ACTIONS = ("noop", "right", "left", "gas", "brake")
+
+
+class _NoPixelsCarRacing(CarRacing):
+    """CarRacing that skips drawing the observation (observations are None).
+
+    For jobs that read only the privileged state (evaluating the track expert): drawing the
+    96x96 frame is most of a step's cost, and the physics do not depend on it.
+    """
+
+    def _render(self, mode: str):  # type: ignore[override]
+        if mode == "state_pixels":
+            return None
+        return super()._render(mode)
+
+
+def make_env(continuous: bool = False, max_steps: int = EPISODE_STEPS, pixels: bool = True) -> gym.Env:
+    """CarRacing-v3 with the given action space, ending after max_steps steps."""
+    if pixels:
+        return gym.make(ENV_ID, continuous=continuous, max_episode_steps=max_steps)
+    return TimeLimit(_NoPixelsCarRacing(continuous=continuous), max_episode_steps=max_steps)
+
+
+@dataclass
+class CarState:
+    """What the simulator knows about the car (not what the camera sees)."""
+
+    x: float
+    y: float
+    angle: float  # hull angle, radians (Box2D, counter-clockwise)
+    speed: float  # |velocity|, Box2D units per second
+    wheel_angle: float  # front-wheel joint angle, radians, positive = left
+    tiles_visited: int
+    track_tiles: int
+
+    @property
+    def progress(self) -> float:
+        return self.tiles_visited / max(1, self.track_tiles)
+
+    def as_array(self) -> np.ndarray:
+        return np.array([self.x, self.y, self.angle, self.speed, self.wheel_angle, self.progress], dtype=np.float32)
+
+
+STATE_FIELDS = ("x", "y", "angle", "speed", "wheel_angle", "progress")
+
+
+def car_state(env: gym.Env) -> CarState:
+    u = env.unwrapped
+    car = u.car
+    x, y = car.hull.position
+    return CarState(
+        x=float(x),
+        y=float(y),
+        angle=float(car.hull.angle),
+        speed=float(np.linalg.norm(car.hull.linearVelocity)),
+        wheel_angle=float(car.wheels[0].joint.angle),
+        tiles_visited=int(u.tile_visited_count),
+        track_tiles=len(u.track),
+    )

@@ -1,0 +1,60 @@
+"""`nacdrive expert eval`: an expert's closed-loop returns over fixed seeds."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from functools import partial
+from typing import Any
+
+from agents.env import make_env
+from agents.experts import EXPERTS, expert_needs_pixels, make_expert
+from agents.rollout import EpisodeResult, default_workers, parallel_map, run_episode, summarize
+from nac.layer import ConfigError
+
+
+@dataclass
+class ExpertEvalConfig:
+    expert: str = "track"  # expert name: see agents.experts.EXPERTS
+    continuous: bool = False  # action space
+    episodes: int = 50
+    seed_start: int = 0  # episodes use seeds seed_start, seed_start + 1, ...
+    workers: int = 0  # processes; 0 = up to 2
+    model: str | None = None  # model file (PPO expert)
+
+    def __post_init__(self) -> None:
+        if self.expert not in EXPERTS:
+            raise ConfigError(f"unknown expert {self.expert!r}; choose one of {', '.join(EXPERTS)}")
+        if self.episodes < 1:
+            raise ConfigError(f"episodes must be >= 1 (got {self.episodes})")
+        if self.seed_start < 0:
+            raise ConfigError(f"seed-start must be >= 0 (got {self.seed_start})")
+
+
+def _one(cfg: ExpertEvalConfig, seed: int) -> EpisodeResult:
+    env = make_env(cfg.continuous, pixels=expert_needs_pixels(cfg.expert))
+    try:
+        return run_episode(env, make_expert(cfg.expert, env, cfg.model), seed)
+    finally:
+        env.close()
+
+
+def evaluate_expert(cfg: ExpertEvalConfig) -> dict[str, Any]:
+    seeds = list(range(cfg.seed_start, cfg.seed_start + cfg.episodes))
+    results = parallel_map(
+        partial(_one, cfg),
+        seeds,
+        cfg.workers or default_workers(),
+        desc=f"{cfg.expert} expert",
+        postfix=lambda done: {"mean": f"{sum(r.episode_return for r in done) / len(done):.1f}"},
+    )
+    results.sort(key=lambda r: r.seed)
+    return {
+        "expert": cfg.expert,
+        "action_space": "continuous" if cfg.continuous else "discrete",
+        "config": asdict(cfg),
+        **summarize(r.episode_return for r in results),
+        "finished_share": sum(r.lap_finished for r in results) / len(results),
+        "seeds": [r.seed for r in results],
+        "returns": [r.episode_return for r in results],
+        "episodes_detail": [r.to_dict() for r in results],
+    }

@@ -1,0 +1,126 @@
+"""Episodes in CarRacing, their statistics, and running many of them in worker processes."""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable, Protocol
+
+import gymnasium as gym
+import numpy as np
+from tqdm import tqdm
+
+SOLVED = 900.0  # CarRacing counts an average of 900 as solved
+
+
+class Policy(Protocol):
+    """The one policy contract: reset() at an episode's start, select_action(obs) in the loop."""
+
+    def reset(self) -> None: ...
+
+    def select_action(self, obs: Any) -> Any: ...
+
+
+@dataclass
+class EpisodeResult:
+    seed: int
+    episode_return: float
+    length: int
+    lap_finished: bool
+    tiles_visited: float  # share of the track's tiles visited
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_episode(env: gym.Env, policy: Policy, seed: int, on_step: Callable[..., None] | None = None) -> EpisodeResult:
+    """One full episode on `seed`; on_step(obs, action, reward, terminated, truncated, info)."""
+    obs, _ = env.reset(seed=seed)
+    policy.reset()
+    total, steps, finished = 0.0, 0, False
+    while True:
+        action = policy.select_action(obs)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        if on_step is not None:
+            on_step(obs, action, reward, terminated, truncated, info)
+        obs = next_obs
+        total += float(reward)
+        steps += 1
+        finished = finished or bool(info.get("lap_finished", False))
+        if terminated or truncated:
+            break
+    u = env.unwrapped
+    return EpisodeResult(seed, total, steps, finished, u.tile_visited_count / max(1, len(u.track)))
+
+
+def summarize(returns: Iterable[float]) -> dict[str, float]:
+    """Mean, std, min, max, a 95 % confidence interval of the mean (t-distribution), solved share."""
+    r = np.asarray(list(returns), dtype=np.float64)
+    n = len(r)
+    if n == 0:
+        return {"episodes": 0}
+    std = float(r.std(ddof=1)) if n > 1 else 0.0
+    half = _t95(n - 1) * std / math.sqrt(n) if n > 1 else float("nan")
+    return {
+        "episodes": n,
+        "mean_return": float(r.mean()),
+        "std_return": std,
+        "min_return": float(r.min()),
+        "max_return": float(r.max()),
+        "ci95_low": float(r.mean() - half),
+        "ci95_high": float(r.mean() + half),
+        "solved_share": float((r >= SOLVED).mean()),
+    }
+
+
+# Two-sided 95 % Student-t quantiles for 1..30 degrees of freedom (a table rather than a
+# scipy dependency for one number); beyond 30, 1.96 + 2.4 / dof is within 0.003.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def _t95(dof: int) -> float:
+    return _T975[dof - 1] if dof <= len(_T975) else 1.96 + 2.4 / dof
+
+
+def parallel_map(
+    fn: Callable[[Any], Any], items: list[Any], workers: int, desc: str, postfix: Callable[[list[Any]], dict] | None = None
+) -> list[Any]:
+    """fn over items in `workers` processes (in this process when workers == 1), with a progress
+    bar. Results come back in completion order. On Ctrl-C or a dead worker, the results
+    finished so far are attached to the exception as `.partial`."""
+    done: list[Any] = []
+    bar = tqdm(total=len(items), desc=desc, unit="ep", dynamic_ncols=True)
+    try:
+        if workers <= 1:
+            for item in items:
+                done.append(fn(item))
+                bar.update(1)
+                if postfix:
+                    bar.set_postfix(postfix(done))
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futures = [pool.submit(fn, item) for item in items]
+                try:
+                    for fut in as_completed(futures):
+                        done.append(fut.result())
+                        bar.update(1)
+                        if postfix:
+                            bar.set_postfix(postfix(done))
+                except BaseException:
+                    for f in futures:
+                        f.cancel()
+                    raise
+    except (KeyboardInterrupt, BrokenProcessPool) as exc:
+        exc.partial = done  # type: ignore[attr-defined]
+        raise
+    finally:
+        bar.close()
+    return done
+
+
+def default_workers() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
