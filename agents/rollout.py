@@ -36,17 +36,27 @@ class EpisodeResult:
         return asdict(self)
 
 
-def run_episode(env: gym.Env, policy: Policy, seed: int, on_step: Callable[..., None] | None = None) -> EpisodeResult:
-    """One full episode on `seed`; on_step(obs, action, reward, terminated, truncated, info)."""
+class Observer(Protocol):
+    """Watches an episode: before_step sees the frame and the action chosen on it (the
+    environment still in that frame's state), after_step the outcome."""
+
+    def before_step(self, env: gym.Env, obs: Any, action: Any) -> None: ...
+
+    def after_step(self, reward: float, terminated: bool, truncated: bool, info: dict) -> None: ...
+
+
+def run_episode(env: gym.Env, policy: Policy, seed: int, observer: Observer | None = None) -> EpisodeResult:
+    """One full episode on `seed`."""
     obs, _ = env.reset(seed=seed)
     policy.reset()
     total, steps, finished = 0.0, 0, False
     while True:
         action = policy.select_action(obs)
-        next_obs, reward, terminated, truncated, info = env.step(action)
-        if on_step is not None:
-            on_step(obs, action, reward, terminated, truncated, info)
-        obs = next_obs
+        if observer is not None:
+            observer.before_step(env, obs, action)
+        obs, reward, terminated, truncated, info = env.step(action)
+        if observer is not None:
+            observer.after_step(float(reward), terminated, truncated, info)
         total += float(reward)
         steps += 1
         finished = finished or bool(info.get("lap_finished", False))
@@ -87,29 +97,38 @@ def _t95(dof: int) -> float:
 
 
 def parallel_map(
-    fn: Callable[[Any], Any], items: list[Any], workers: int, desc: str, postfix: Callable[[list[Any]], dict] | None = None
+    fn: Callable[[Any], Any],
+    items: list[Any],
+    workers: int,
+    desc: str,
+    postfix: Callable[[list[Any]], dict] | None = None,
+    on_result: Callable[[Any], None] | None = None,
 ) -> list[Any]:
     """fn over items in `workers` processes (in this process when workers == 1), with a progress
-    bar. Results come back in completion order. On Ctrl-C or a dead worker, the results
-    finished so far are attached to the exception as `.partial`."""
+    bar; on_result(result) runs in this process as each one finishes. Results come back in
+    completion order. On Ctrl-C or a dead worker, the results finished so far are attached to
+    the exception as `.partial`."""
     done: list[Any] = []
     bar = tqdm(total=len(items), desc=desc, unit="ep", dynamic_ncols=True)
+
+    def finish(result: Any) -> None:
+        done.append(result)
+        if on_result is not None:
+            on_result(result)
+        bar.update(1)
+        if postfix:
+            bar.set_postfix(postfix(done))
+
     try:
         if workers <= 1:
             for item in items:
-                done.append(fn(item))
-                bar.update(1)
-                if postfix:
-                    bar.set_postfix(postfix(done))
+                finish(fn(item))
         else:
             with ProcessPoolExecutor(max_workers=workers) as pool:
                 futures = [pool.submit(fn, item) for item in items]
                 try:
                     for fut in as_completed(futures):
-                        done.append(fut.result())
-                        bar.update(1)
-                        if postfix:
-                            bar.set_postfix(postfix(done))
+                        finish(fut.result())
                 except BaseException:
                     for f in futures:
                         f.cancel()

@@ -8,7 +8,10 @@ recall of sqrt selection against exact Top-K on structured and random keys.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -45,7 +48,7 @@ def peak_memory_bytes(fn: Callable[[], Any]) -> int:
     torch keeps no CPU allocator statistics (torch.cuda.max_memory_allocated is GPU only), so
     this replays the profiler's allocation events in time order and takes the running maximum.
     """
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _silent_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
     events = sorted(
         (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
@@ -55,6 +58,21 @@ def peak_memory_bytes(fn: Callable[[], Any]) -> int:
         live += nbytes
         peak = max(peak, live)
     return peak
+
+
+@contextlib.contextmanager
+def _silent_stderr() -> Iterator[None]:
+    """Silence file descriptor 2: the profiler's C++ side prints two lines per run there
+    (kineto's "USDT ... profiler_start/stop"), and no setting of it turns them off."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _tensor_bytes(tensors: Iterator[torch.Tensor]) -> int:

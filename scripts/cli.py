@@ -12,10 +12,11 @@ import importlib
 import sys
 from typing import NoReturn, Sequence
 
+from datasets.demos import DataError
 from nac.layer import ConfigError
 
 # Subcommand modules, in the order `nacdrive --help` lists them.
-COMMANDS = ("quickstart", "expert", "bench")
+COMMANDS = ("quickstart", "collect", "expert", "bench")
 
 
 class Parser(argparse.ArgumentParser):
@@ -49,11 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
+    except (ConfigError, DataError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
         print(f"nacdrive {args.command}: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"\nnacdrive {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"\nnacdrive {args.command}: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
         return 130
 
 

@@ -1,0 +1,193 @@
+"""`nacdrive collect`: record expert demonstrations in CarRacing, resumable and lossless."""
+
+from __future__ import annotations
+
+import errno
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agents.env import ACTIONS, ENV_ID, EPISODE_STEPS, FPS, STATE_FIELDS, car_state, make_env
+from agents.experts import EXPERTS, make_expert
+from agents.rollout import default_workers, parallel_map, run_episode
+from datasets.demos import DataError, DemoSet, Episode, write_episode
+from nac.layer import ConfigError
+
+
+@dataclass
+class CollectConfig:
+    out: str  # the demonstration folder
+    expert: str = "track"  # which expert drives (agents.experts.EXPERTS)
+    episodes: int = 20  # episodes to record (with --resume: the set's planned total is kept)
+    continuous: bool = False  # continuous actions (steer, gas, brake) instead of 5 discrete
+    workers: int = 0  # worker processes; 0 = up to 2
+    seed_start: int | None = None  # first seed; default 0 (new) or after the set's last (append)
+    resume: bool = False  # complete an interrupted collection into `out`
+    append: bool = False  # add `episodes` more episodes to an existing set
+    max_steps: int = EPISODE_STEPS  # steps per episode (gymnasium's CarRacing limit is 1000)
+    model: str | None = None  # expert model file (PPO expert)
+
+    def __post_init__(self) -> None:
+        if self.expert not in EXPERTS:
+            raise ConfigError(f"unknown expert {self.expert!r}; choose one of {', '.join(EXPERTS)}")
+        if self.episodes < 1:
+            raise ConfigError(f"episodes must be >= 1 (got {self.episodes})")
+        if self.resume and self.append:
+            raise ConfigError("choose --resume (complete an interrupted run) or --append (add episodes), not both")
+        if self.max_steps < 1:
+            raise ConfigError(f"max-steps must be >= 1 (got {self.max_steps})")
+        if self.seed_start is not None and self.seed_start < 0:
+            raise ConfigError(f"seed-start must be >= 0 (got {self.seed_start})")
+
+
+class _Recorder:
+    """Observer that keeps everything an episode file holds."""
+
+    def __init__(self) -> None:
+        self.frames: list[np.ndarray] = []
+        self.actions: list[Any] = []
+        self.state: list[np.ndarray] = []
+        self.rewards: list[float] = []
+        self.terminated: list[bool] = []
+        self.truncated: list[bool] = []
+
+    def before_step(self, env: gym.Env, obs: np.ndarray, action: Any) -> None:
+        self.frames.append(np.asarray(obs, dtype=np.uint8))
+        self.actions.append(action)
+        self.state.append(car_state(env).as_array())
+
+    def after_step(self, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
+        self.rewards.append(reward)
+        self.terminated.append(terminated)
+        self.truncated.append(truncated)
+
+    def episode(self, seed: int, continuous: bool) -> Episode:
+        n = len(self.frames)
+        return Episode(
+            seed=seed,
+            frames=np.stack(self.frames),
+            actions=np.asarray(self.actions, dtype=np.float32 if continuous else np.int64),
+            rewards=np.asarray(self.rewards, dtype=np.float32),
+            terminated=np.asarray(self.terminated, dtype=bool),
+            truncated=np.asarray(self.truncated, dtype=bool),
+            timestamps=np.arange(n, dtype=np.float64) / FPS,
+            state=np.stack(self.state),
+        )
+
+
+def record_episode(cfg: CollectConfig, seed: int) -> dict[str, Any]:
+    """Drive one episode with the expert and write it; returns its manifest entry."""
+    env = make_env(cfg.continuous, cfg.max_steps)
+    try:
+        rec = _Recorder()
+        result = run_episode(env, make_expert(cfg.expert, env, cfg.model), seed, observer=rec)
+        try:
+            return write_episode(
+                cfg.out, rec.episode(seed, cfg.continuous), {"lap_finished": result.lap_finished, "tiles_visited": result.tiles_visited}
+            )
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise DataError(f"disk full while writing the episode of seed {seed} into {cfg.out}") from None
+            raise
+    finally:
+        env.close()
+
+
+def _header(cfg: CollectConfig) -> dict[str, Any]:
+    env = make_env(cfg.continuous, cfg.max_steps, pixels=False)
+    env.reset(seed=0)
+    expert = make_expert(cfg.expert, env, cfg.model)
+    env.close()
+    return {
+        "env_id": ENV_ID,
+        "env_kwargs": {"continuous": cfg.continuous, "max_episode_steps": cfg.max_steps},
+        "action_space": "continuous" if cfg.continuous else "discrete",
+        "action_names": ["steer", "gas", "brake"] if cfg.continuous else list(ACTIONS),
+        "frame_rate": FPS,
+        "state_fields": list(STATE_FIELDS),
+        "expert": expert.describe(),
+    }
+
+
+def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
+    """The set to write into and the seeds still to record; refuses to overwrite anything."""
+    out = Path(cfg.out)
+    exists = out.exists() and any(out.iterdir())
+    if exists and not (cfg.resume or cfg.append):
+        raise ConfigError(
+            f"{out} is not empty; use --resume to complete an interrupted collection there, "
+            "--append to add episodes, or another --out"
+        )
+    if not exists:
+        if cfg.resume or cfg.append:
+            raise ConfigError(f"nothing to {'resume' if cfg.resume else 'append to'} in {out}: it holds no demonstration set")
+        start = cfg.seed_start or 0
+        demos = DemoSet.create(out, {**_header(cfg), "planned_seeds": list(range(start, start + cfg.episodes))})
+        return demos, demos.manifest["planned_seeds"]
+
+    demos = DemoSet(out)
+    want = "continuous" if cfg.continuous else "discrete"
+    if demos.manifest["action_space"] != want:
+        raise ConfigError(
+            f"{out} is a {demos.manifest['action_space']} data set; a {want} expert cannot record into it "
+            f"({'drop' if cfg.continuous else 'add'} --continuous)"
+        )
+    if demos.manifest["expert"]["name"] != cfg.expert:
+        raise ConfigError(f"{out} was recorded by the {demos.manifest['expert']['name']} expert, not {cfg.expert}")
+    for tmp in demos.temporary_files():  # half-written episodes: never data
+        tmp.unlink()
+    for orphan in demos.orphan_files():  # whole files written just before an interruption
+        try:
+            from datasets.demos import read_episode, sha256
+
+            ep = read_episode(orphan)
+            demos.add({"file": orphan.name, "seed": ep.seed, "length": len(ep), "return": ep.episode_return,
+                       "lap_finished": bool(ep.terminated[-1]) and ep.rewards[-1] > -50,
+                       "sha256": sha256(orphan), "bytes": orphan.stat().st_size})
+        except DataError:
+            orphan.unlink()  # unreadable: recorded again below
+    if cfg.append:
+        planned = demos.manifest["planned_seeds"]
+        start = cfg.seed_start if cfg.seed_start is not None else max(planned) + 1
+        new = list(range(start, start + cfg.episodes))
+        clash = sorted(set(new) & set(planned))
+        if clash:
+            raise ConfigError(f"seeds {clash[:5]} are already planned in {out}; choose --seed-start >= {max(planned) + 1}")
+        demos.manifest["planned_seeds"] = planned + new
+        demos.save()
+    done = set(demos.seeds())
+    return demos, [s for s in demos.manifest["planned_seeds"] if s not in done]
+
+
+def collect(cfg: CollectConfig) -> dict[str, Any]:
+    """Record the missing episodes; returns the set's info. Progress shows episodes, frames and
+    the mean return so far."""
+    demos, todo = _prepare(cfg)
+    cfg_dict = asdict(cfg)
+    job = CollectConfig(**{**cfg_dict, "out": str(demos.dir)})
+    if todo:
+        try:
+            parallel_map(
+                partial(record_episode, job),
+                todo,
+                min(cfg.workers or default_workers(), len(todo)),
+                desc=f"recording {cfg.expert}",
+                on_result=demos.add,
+                postfix=lambda done: {
+                    "frames": sum(e["length"] for e in done),
+                    "mean return": f"{np.mean([e['return'] for e in done]):.1f}",
+                },
+            )
+        except BrokenProcessPool:
+            raise DataError(
+                f"a worker process died; the {len(demos.episodes)} episodes written stay valid. "
+                f"Run again with --resume to record the rest"
+            ) from None
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(f"{len(demos.episodes)} of {len(demos.manifest['planned_seeds'])} episodes written; --resume completes") from None
+    return demos.info()

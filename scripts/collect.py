@@ -1,0 +1,98 @@
+"""`nacdrive collect` and `nacdrive data info|check`: record and inspect demonstrations."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from agents.experts import EXPERTS
+from scripts.cli import non_negative_int, positive_int
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "collect",
+        help="record expert demonstrations in CarRacing",
+        description=(
+            "Drives CarRacing-v3 episodes with an expert and records, per episode, the 96x96 RGB frames "
+            "(lossless), the expert's actions, rewards, termination flags, timestamps and the car's "
+            "privileged state, one file per episode plus manifest.json. An existing non-empty folder is "
+            "refused unless --resume (complete an interrupted run) or --append (add episodes)."
+        ),
+    )
+    p.add_argument("--out", type=Path, required=True, metavar="DATA", help="demonstration folder")
+    p.add_argument("--expert", default="track", choices=EXPERTS, help="which expert drives (default: track)")
+    p.add_argument("--episodes", type=positive_int, default=20, help="episodes to record (default 20)")
+    p.add_argument("--continuous", action="store_true", help="continuous actions (steer, gas, brake)")
+    p.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
+    p.add_argument("--seed-start", type=non_negative_int, default=None, help="first seed (default 0, or after the last with --append)")
+    p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--resume", action="store_true", help="complete an interrupted collection in DATA")
+    g.add_argument("--append", action="store_true", help="add --episodes more episodes to DATA")
+    p.set_defaults(func=run_collect)
+
+    d = sub.add_parser("data", help="inspect a demonstration set", description="Inspect a demonstration set.")
+    jobs = d.add_subparsers(dest="job", metavar="JOB", required=True, parser_class=type(d))
+    i = jobs.add_parser("info", help="episodes, frames, actions, returns, disk size", description="Summary of a demonstration set.")
+    i.add_argument("data", type=Path, metavar="DATA")
+    i.add_argument("--json", action="store_true", help="print JSON instead of text")
+    i.set_defaults(func=run_info)
+    c = jobs.add_parser("check", help="verify every file against the manifest", description=(
+        "Verifies each episode file listed in manifest.json (present, SHA-256, readable, seed, length, return) "
+        "and reports files the manifest does not list. Exit status 1 when anything is wrong."))
+    c.add_argument("data", type=Path, metavar="DATA")
+    c.set_defaults(func=run_check)
+
+
+def _print_info(info: dict) -> None:
+    print(f"{info['folder']}: {info['episodes']} episodes, {info['frames']} frames, "
+          f"{info['action_space']} actions, expert {info['expert']}, seeds {info['seeds']}, "
+          f"{info['disk_bytes'] / 2**20:.1f} MB on disk")
+    if info["episodes"]:
+        print(f"returns: mean {info['mean_return']:.1f} +- {info['std_return']:.1f}, min {info['min_return']:.1f}, "
+              f"max {info['max_return']:.1f}; laps finished {info['laps_finished']}/{info['episodes']}")
+        acts = info["actions"]
+        if all(isinstance(v, int) for v in acts.values()):
+            total = sum(acts.values()) or 1
+            print("actions: " + ", ".join(f"{k} {v} ({v / total:.0%})" for k, v in acts.items()))
+        else:
+            print("actions: " + ", ".join(f"{k} {v['mean']:.2f} +- {v['std']:.2f}" for k, v in acts.items()))
+
+
+def run_collect(args: argparse.Namespace) -> int:
+    from agents.collect import CollectConfig, collect
+
+    cfg = CollectConfig(
+        out=str(args.out), expert=args.expert, episodes=args.episodes, continuous=args.continuous, workers=args.workers,
+        seed_start=args.seed_start, resume=args.resume, append=args.append, max_steps=args.max_steps,
+    )
+    _print_info(collect(cfg))
+    return 0
+
+
+def run_info(args: argparse.Namespace) -> int:
+    from datasets.demos import DemoSet
+
+    info = DemoSet(args.data).info()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        _print_info(info)
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from datasets.demos import DemoSet
+
+    demos = DemoSet(args.data)
+    problems = demos.check()
+    for line in problems:
+        print(line)
+    if problems:
+        print(f"{args.data}: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"{args.data}: all {len(demos.episodes)} episodes match the manifest")
+    return 0

@@ -1,0 +1,81 @@
+"""Recording demonstrations: refuses to overwrite, resumes after a kill, never records twice."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from agents.collect import CollectConfig, collect
+from datasets.demos import DemoSet
+from nac.layer import ConfigError
+
+
+def _cfg(out, **kw):
+    return CollectConfig(out=str(out), workers=1, max_steps=40, **{"episodes": 2, **kw})
+
+
+def test_collect_records_frames_actions_and_privileged_state(tmp_path):
+    info = collect(_cfg(tmp_path / "d", episodes=2))
+    assert info["episodes"] == 2 and info["frames"] == 80
+    demos = DemoSet(tmp_path / "d")
+    ep = demos.load()[0]
+    assert ep.frames.shape == (40, 96, 96, 3) and ep.frames.dtype == np.uint8
+    assert ep.frames[10:].std() > 0  # real camera frames
+    assert set(np.unique(ep.actions)) <= set(range(5))
+    assert np.allclose(np.diff(ep.timestamps), 1 / 50)
+    assert ep.state.shape == (40, 6) and ep.state[-1, 3] > ep.state[0, 3]  # the car sped up
+    m = demos.manifest
+    assert m["env_id"] == "CarRacing-v3" and m["action_space"] == "discrete"
+    assert m["expert"]["name"] == "track" and "lookahead" in m["expert"]["config"]
+    assert {"python", "gymnasium", "numpy"} <= set(m["software"])
+    assert [e["seed"] for e in m["episodes"]] == [0, 1]
+
+
+def test_a_non_empty_folder_is_refused_and_action_spaces_are_not_mixed(tmp_path):
+    collect(_cfg(tmp_path / "d", episodes=1))
+    with pytest.raises(ConfigError, match="is not empty; use --resume"):
+        collect(_cfg(tmp_path / "d"))
+    with pytest.raises(ConfigError, match="a continuous expert cannot record into it"):
+        collect(_cfg(tmp_path / "d", append=True, continuous=True))
+    with pytest.raises(ConfigError, match="nothing to resume"):
+        collect(_cfg(tmp_path / "other", resume=True))
+
+
+def test_append_adds_new_seeds_after_the_last(tmp_path):
+    collect(_cfg(tmp_path / "d", episodes=2))
+    collect(_cfg(tmp_path / "d", episodes=2, append=True))
+    assert DemoSet(tmp_path / "d").seeds() == [0, 1, 2, 3]
+    with pytest.raises(ConfigError, match="already planned"):
+        collect(_cfg(tmp_path / "d", episodes=1, append=True, seed_start=3))
+
+
+def test_a_killed_collection_resumes_without_recording_anything_twice(tmp_path):
+    out = tmp_path / "d"
+    cmd = [sys.executable, "-m", "scripts.cli", "collect", "--out", str(out), "--episodes", "6",
+           "--max-steps", "60", "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    try:
+        while time.time() < deadline:
+            manifest = out / "manifest.json"
+            if manifest.exists() and len(json.loads(manifest.read_text())["episodes"]) >= 2:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("collection did not start")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the command and its workers, mid-episode
+        proc.wait()
+    written = DemoSet(out).seeds()
+    assert 2 <= len(written) < 6
+    result = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    demos = DemoSet(out)
+    assert demos.seeds() == [0, 1, 2, 3, 4, 5]
+    assert demos.check() == []
+    assert not list(out.glob(".*.tmp"))
