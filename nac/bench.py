@@ -131,13 +131,9 @@ def _torch_nac_factory(cfg: BenchConfig) -> Callable[[], torch.nn.Module] | None
     except ImportError:
         return None
 
-    def build() -> torch.nn.Module:
-        try:
-            return AuthorsNAC(d_model=cfg.features, num_heads=cfg.heads, topk=8, mode="exact", return_sequences=True)
-        except TypeError:
-            return AuthorsNAC(cfg.features, cfg.heads)
-
-    return build
+    return lambda: AuthorsNAC(
+        d_model=cfg.features, num_heads=cfg.heads, topk=8, mode="exact", return_sequences=True, input_dim=cfg.features
+    )
 
 
 def sqrt_recall(seq_len: int, dim: int = 16, topk: int = 8, seed: int = 0) -> dict[str, float]:

@@ -1,0 +1,45 @@
+"""Windows of frames for training, and splits by episode."""
+
+import numpy as np
+import pytest
+
+from datasets.demos import DataError, Episode
+from datasets.windows import FrameStore, FrameWindows, kfold_by_episode, split_by_episode
+
+
+def _episode(seed: int, n: int) -> Episode:
+    frames = np.zeros((n, 4, 4, 3), np.uint8)
+    frames[:, 0, 0, 0] = np.arange(n)  # frame t carries its own index
+    return Episode(seed, frames, np.arange(n) % 5, np.zeros(n, np.float32), np.zeros(n, bool), np.zeros(n, bool),
+                   np.arange(n) / 50.0, np.zeros((n, 6), np.float32))
+
+
+def test_windows_end_at_the_labelled_frame_and_never_cross_episodes():
+    store = FrameStore([_episode(0, 10), _episode(1, 12)])
+    ds = FrameWindows(store, window=4, stride=2)
+    assert len(ds) == 22
+    item = ds[15]  # episode 1, step 5: steps 5, 3, 1 and (before the start) padding
+    assert item["frames"][:, 0, 0, 0].tolist() == [0, 1, 3, 5]
+    assert item["valid"].tolist() == [False, True, True, True]
+    assert item["action"].item() == 5 % 5
+    first = ds[10]  # episode 1, step 0: everything before is padding with the first frame
+    assert first["frames"][:, 0, 0, 0].tolist() == [0, 0, 0, 0]
+    assert first["valid"].tolist() == [False, False, False, True]
+    assert np.allclose(ds[3]["timestamps"].numpy(), np.array([0, 0, 1, 3]) / 50.0)
+
+
+def test_a_window_longer_than_an_episode_is_refused():
+    store = FrameStore([_episode(0, 30), _episode(1, 5)])
+    with pytest.raises(DataError, match="longer than episode 1 \\(5 steps\\)"):
+        FrameWindows(store, window=4, stride=2)
+
+
+def test_splits_keep_episodes_on_one_side():
+    seeds = list(range(10))
+    train, val = split_by_episode(seeds, 0.2, seed=1)
+    assert len(val) == 2 and not set(train) & set(val) and sorted(train + val) == seeds
+    folds = kfold_by_episode(seeds, 5)
+    assert sorted(s for _, v in folds for s in v) == seeds
+    assert all(not set(t) & set(v) for t, v in folds)
+    with pytest.raises(DataError, match="--folds must be between 2"):
+        kfold_by_episode(seeds, 11)
