@@ -15,7 +15,7 @@ import numpy as np
 from agents.env import ACTIONS, ENV_ID, EPISODE_STEPS, FPS, STATE_FIELDS, car_state, make_env
 from agents.experts import EXPERTS, make_expert
 from agents.rollout import default_workers, parallel_map, run_episode
-from datasets.demos import DataError, DemoSet, Episode, write_episode
+from datasets.demos import DataError, DemoSet, Episode, manifest_entry, read_episode, write_episode
 from nac.layer import ConfigError
 
 
@@ -87,9 +87,7 @@ def record_episode(cfg: CollectConfig, seed: int) -> dict[str, Any]:
         rec = _Recorder()
         result = run_episode(env, make_expert(cfg.expert, env, cfg.model), seed, observer=rec)
         try:
-            return write_episode(
-                cfg.out, rec.episode(seed, cfg.continuous), {"lap_finished": result.lap_finished, "tiles_visited": result.tiles_visited}
-            )
+            return write_episode(cfg.out, rec.episode(seed, cfg.continuous), {"tiles_visited": result.tiles_visited})
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 raise DataError(f"disk full while writing the episode of seed {seed} into {cfg.out}") from None
@@ -143,12 +141,7 @@ def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
         tmp.unlink()
     for orphan in demos.orphan_files():  # whole files written just before an interruption
         try:
-            from datasets.demos import read_episode, sha256
-
-            ep = read_episode(orphan)
-            demos.add({"file": orphan.name, "seed": ep.seed, "length": len(ep), "return": ep.episode_return,
-                       "lap_finished": bool(ep.terminated[-1]) and ep.rewards[-1] > -50,
-                       "sha256": sha256(orphan), "bytes": orphan.stat().st_size})
+            demos.add(manifest_entry(orphan, read_episode(orphan)))
         except DataError:
             orphan.unlink()  # unreadable: recorded again below
     if cfg.append:

@@ -88,14 +88,20 @@ def write_episode(directory: str | Path, episode: Episode, extra: dict[str, Any]
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    return manifest_entry(final, episode, extra)
+
+
+def manifest_entry(path: Path, episode: Episode, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the manifest records of a written episode file."""
     return {
-        "file": final.name,
+        "file": path.name,
         "seed": episode.seed,
         "length": len(episode),
         "return": episode.episode_return,
+        # the last step ends the episode by termination that is not the -100 of leaving the field
         "lap_finished": bool(episode.terminated[-1]) and episode.rewards[-1] > -50,
-        "sha256": sha256(final),
-        "bytes": final.stat().st_size,
+        "sha256": sha256(path),
+        "bytes": path.stat().st_size,
         **(extra or {}),
     }
 
