@@ -99,7 +99,7 @@ def manifest_entry(path: Path, episode: Episode, extra: dict[str, Any] | None = 
         "length": len(episode),
         "return": episode.episode_return,
         # the last step ends the episode by termination that is not the -100 of leaving the field
-        "lap_finished": bool(episode.terminated[-1]) and episode.rewards[-1] > -50,
+        "lap_finished": bool(episode.terminated[-1] and episode.rewards[-1] > -50),
         "sha256": sha256(path),
         "bytes": path.stat().st_size,
         **(extra or {}),

@@ -93,3 +93,15 @@ def test_the_same_seed_is_never_registered_twice(tmp_path):
     demos = _demo_set(tmp_path, seeds=(0,))
     with pytest.raises(DataError, match="already in"):
         demos.add(write_episode(demos.dir, _episode(0)))
+
+
+def test_a_finished_lap_is_recorded_in_the_manifest(tmp_path):
+    demos = _demo_set(tmp_path, seeds=())
+    lap, crash = _episode(1), _episode(2)
+    lap.terminated[-1], lap.truncated[-1] = True, False
+    crash.terminated[-1], crash.truncated[-1], crash.rewards[-1] = True, False, -100.0
+    demos.add(write_episode(demos.dir, lap))
+    demos.add(write_episode(demos.dir, crash))
+    entries = json.loads((demos.dir / "manifest.json").read_text())["episodes"]
+    assert [e["lap_finished"] for e in entries] == [True, False]
+    assert DemoSet(demos.dir).check() == []
