@@ -173,13 +173,9 @@ class NACHead(_Readout):
         self.nac = NAC(config=config.nac_config())
 
     def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
-        if not self.config.return_sequences:  # only the last query is needed
-            self.nac.config.return_sequences = False
-            try:
-                return self.readout(self.nac(x, timestamps, key_padding_mask))[:, None]
-            finally:
-                self.nac.config.return_sequences = True
-        return self.readout(self.nac(x, timestamps, key_padding_mask))
+        sequences = self.config.return_sequences  # with False NAC computes only the last query
+        y = self.readout(self.nac(x, timestamps, key_padding_mask, return_sequences=sequences))
+        return y if sequences else y[:, None]
 
     def init_state(self, batch_size: int = 1) -> Any:
         return self.nac.init_state(batch_size)

@@ -288,7 +288,7 @@ class NAC(nn.Module):
         Selection picks indices only; no gradient flows through it.
         """
         cfg = self.config
-        tq, tk = q.shape[2], k.shape[2]
+        tk = k.shape[2]
         if cfg.selection == "pairwise" or cfg.topk >= tk and cfg.selection == "topk":
             return None, rule.mask(q.shape[0])
         if cfg.selection == "topk":
@@ -354,15 +354,18 @@ class NAC(nn.Module):
         timestamps: Tensor | None = None,
         key_padding_mask: Tensor | None = None,
         return_details: bool = False,
+        return_sequences: bool | None = None,
     ) -> Any:
-        """x (B, T, input_dim); timestamps (B, T) or None; key_padding_mask (B, T), True = pad."""
+        """x (B, T, input_dim); timestamps (B, T) or None; key_padding_mask (B, T), True = pad;
+        return_sequences overrides the config's for this call."""
         cfg = self.config
+        sequences = cfg.return_sequences if return_sequences is None else return_sequences
         if x.dim() != 3:
             raise ValueError(f"NAC expects input of shape (B, T, D), got {tuple(x.shape)}")
         b, t, _ = x.shape
         q, k, v, uq, uk = self._project(x)
         pos = torch.arange(t, device=x.device)
-        if not cfg.return_sequences:  # only the last query is needed
+        if not sequences:  # only the last query is needed
             q, uq, pos_q = q[:, :, -1:], uq[:, :, -1:], pos[-1:]
             tq = None if timestamps is None else timestamps[:, -1:]
         else:
@@ -370,7 +373,7 @@ class NAC(nn.Module):
         rule = KeyRule(pos_q, pos, cfg.causal, cfg.window, key_padding_mask)
         out, details = self._attend(q, uq, k, uk, v, tq, timestamps, rule)
         y = self._merge(out)  # (B, Tq, d_model)
-        if not cfg.return_sequences:
+        if not sequences:
             y = y[:, -1]
         result: list[Any] = [y]
         if cfg.return_attention:
