@@ -219,28 +219,26 @@ class GRUHead(_TorchRNN):
     rnn_cls = nn.GRU
 
 
-class _NCPSHead(_Readout):
-    """CfC / LTC from ncps.torch; timestamps become the cell's elapsed time per step.
-
-    We step `ncps`'s own cell (`.rnn_cell`) rather than calling the CfC / LTC module: the
-    module squeezes `timespans[:, t]` to (B,), which broadcasts against (B, units) wrongly
-    for any batch size other than 1 (ncps 1.0.1); the cell takes (B, 1) correctly.
-    """
+class _TimedCellHead(_Readout):
+    """A recurrent cell stepped over time with each step's elapsed time (from timestamps, or
+    one unit per step without them); subclasses give the cell and its state size."""
 
     accepts_time = True
-    ncps_cls: ClassVar[type[nn.Module]]
 
-    def __init__(self, config: HeadConfig) -> None:
-        super().__init__(config)
-        self.ncps = self.ncps_cls(config.input_dim, config.d_model, batch_first=True)
+    def _cell(self, x_t: Tensor, h: Tensor, dt: Tensor) -> tuple[Tensor, Tensor]:
+        """x_t (B, D), h (B, S), dt (B, 1) -> output (B, d_model), new state (B, S)."""
+        raise NotImplementedError
+
+    def _state_size(self) -> int:
+        return self.config.d_model
 
     def _run(self, x: Tensor, h: Tensor | None, dts: Tensor) -> tuple[Tensor, Tensor]:
         """x (B, T, D), dts (B, T) -> outputs (B, T, d_model), last state."""
         if h is None:
-            h = x.new_zeros(x.shape[0], self.ncps.state_size)
+            h = x.new_zeros(x.shape[0], self._state_size())
         outs = []
         for i in range(x.shape[1]):
-            y, h = self.ncps.rnn_cell(x[:, i], h, dts[:, i : i + 1])
+            y, h = self._cell(x[:, i], h, dts[:, i : i + 1])
             outs.append(y)
         return torch.stack(outs, 1), h
 
@@ -257,6 +255,27 @@ class _NCPSHead(_Readout):
         return self.readout(y[:, 0]), {"h": h, "t": ts}
 
 
+class _NCPSHead(_TimedCellHead):
+    """CfC / LTC from ncps.torch.
+
+    We step `ncps`'s own cell (`.rnn_cell`) rather than calling the CfC / LTC module: the
+    module squeezes `timespans[:, t]` to (B,), which broadcasts against (B, units) wrongly
+    for any batch size other than 1 (ncps 1.0.1); the cell takes (B, 1) correctly.
+    """
+
+    ncps_cls: ClassVar[type[nn.Module]]
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__(config)
+        self.ncps = self.ncps_cls(config.input_dim, config.d_model, batch_first=True)
+
+    def _state_size(self) -> int:
+        return self.ncps.state_size
+
+    def _cell(self, x_t: Tensor, h: Tensor, dt: Tensor) -> tuple[Tensor, Tensor]:
+        return self.ncps.rnn_cell(x_t, h, dt)
+
+
 @register("cfc")
 class CfCHead(_NCPSHead):
     ncps_cls = CfC
@@ -268,14 +287,13 @@ class LTCHead(_NCPSHead):
 
 
 @register("ctrnn")
-class CTRNNHead(_Readout):
+class CTRNNHead(_TimedCellHead):
     """Continuous-time RNN: dh/dt = -h / tau + tanh(W_x x + W_h h + b), Euler-unfolded.
 
     Written here because ncps.torch has no CT-RNN (it has CfC and LTC); the formulation is
     the one the CT-RNN baseline of the NAC paper uses (rubanova2019latent).
     """
 
-    accepts_time = True
     unfolds = 6
 
     def __init__(self, config: HeadConfig) -> None:
@@ -284,32 +302,13 @@ class CTRNNHead(_Readout):
         self.rec = nn.Linear(config.d_model, config.d_model, bias=False)
         self.log_tau = nn.Parameter(torch.zeros(config.d_model))  # tau = exp(.) > 0
 
-    def _cell(self, x_t: Tensor, h: Tensor, dt: Tensor) -> Tensor:  # (B, D), (B, H), (B,)
+    def _cell(self, x_t: Tensor, h: Tensor, dt: Tensor) -> tuple[Tensor, Tensor]:
         drive = self.inp(x_t)
         inv_tau = torch.exp(-self.log_tau)
-        h_step = (dt / self.unfolds)[:, None]
+        h_step = dt / self.unfolds  # (B, 1)
         for _ in range(self.unfolds):
             h = h + h_step * (-h * inv_tau + torch.tanh(drive + self.rec(h)))
-        return h
-
-    def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
-        dts = _elapsed(timestamps, x)
-        h = x.new_zeros(x.shape[0], self.config.d_model)
-        outs = []
-        for i in range(x.shape[1]):
-            h = self._cell(x[:, i], h, dts[:, i])
-            outs.append(h)
-        return self.readout(torch.stack(outs, 1))
-
-    def init_state(self, batch_size: int = 1) -> Any:
-        return {"h": None, "t": None}
-
-    def step(self, x_t: Tensor, state: Any, timestamp: Tensor | None = None) -> tuple[Tensor, Any]:
-        ts = None if timestamp is None else timestamp.reshape(-1, 1)
-        dt = _elapsed(ts, x_t[:, None], state["t"] if ts is not None else None)[:, 0]
-        h = x_t.new_zeros(x_t.shape[0], self.config.d_model) if state["h"] is None else state["h"]
-        h = self._cell(x_t, h, dt)
-        return self.readout(h), {"h": h, "t": ts}
+        return h, h
 
 
 # ---------------------------------------------------------------------- attention baselines
