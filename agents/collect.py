@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -98,7 +98,6 @@ def record_episode(cfg: CollectConfig, seed: int) -> dict[str, Any]:
 
 def _header(cfg: CollectConfig) -> dict[str, Any]:
     env = make_env(cfg.continuous, cfg.max_steps, pixels=False)
-    env.reset(seed=0)
     expert = make_expert(cfg.expert, env, cfg.model)
     env.close()
     return {
@@ -161,12 +160,10 @@ def collect(cfg: CollectConfig) -> dict[str, Any]:
     """Record the missing episodes; returns the set's info. Progress shows episodes, frames and
     the mean return so far."""
     demos, todo = _prepare(cfg)
-    cfg_dict = asdict(cfg)
-    job = CollectConfig(**{**cfg_dict, "out": str(demos.dir)})
     if todo:
         try:
             parallel_map(
-                partial(record_episode, job),
+                partial(record_episode, cfg),
                 todo,
                 min(cfg.workers or default_workers(), len(todo)),
                 desc=f"recording {cfg.expert}",
