@@ -275,11 +275,15 @@ class NAC(nn.Module):
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """q, k, v (B, H, T, hd) and the query / key halves of the pair map (B, H, T, n+2)."""
         q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(x)), self._split(self.v_proj(x))
+        return (q, k, v, *self._pair_halves(q, k))
+
+    def _pair_halves(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """The pair map applied to queries and keys separately: (B, H, T, n+2) each."""
         w = self.pair_in.masked_weight()  # (H, 2hd, n_inter + 2)
         hd = self.config.head_dim
         uq = torch.einsum("bhtd,hdn->bhtn", q, w[:, :hd]) + self.pair_in.bias[None, :, None, :]
         uk = torch.einsum("bhtd,hdn->bhtn", k, w[:, hd:])
-        return q, k, v, uq, uk
+        return uq, uk
 
     @torch.no_grad()
     def _select(self, q: Tensor, k: Tensor, rule: KeyRule) -> tuple[Tensor | None, Tensor]:

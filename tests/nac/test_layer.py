@@ -18,10 +18,7 @@ def _pair_pass(layer: NAC, x: torch.Tensor):
     q, k, v, _, _ = layer._project(x)
     q = q.detach().requires_grad_(True)
     k = k.detach().requires_grad_(True)
-    w = layer.pair_in.masked_weight()
-    hd = layer.config.head_dim
-    uq = torch.einsum("bhtd,hdn->bhtn", q, w[:, :hd]) + layer.pair_in.bias[None, :, None, :]
-    uk = torch.einsum("bhtd,hdn->bhtn", k, w[:, hd:])
+    uq, uk = layer._pair_halves(q, k)
     t = x.shape[1]
     _, details = layer._attend(q, uq, k, uk, v, None, None, KeyRule(torch.arange(t), torch.arange(t)))
     return q, k, details
