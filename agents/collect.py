@@ -7,15 +7,15 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
 
 from agents.env import ACTIONS, ENV_ID, EPISODE_STEPS, FPS, STATE_FIELDS, car_state, make_env
 from agents.experts import EXPERTS, make_expert
-from agents.rollout import default_workers, parallel_map, run_episode
-from datasets.demos import DataError, DemoSet, Episode, manifest_entry, read_episode, write_episode
+from agents.rollout import EpisodeResult, default_workers, parallel_map, run_episode
+from datasets.demos import DataError, DemoSet, Episode, write_episode
 from nac.layer import ConfigError
 
 
@@ -45,10 +45,12 @@ class CollectConfig:
             raise ConfigError(f"seed-start must be >= 0 (got {self.seed_start})")
 
 
-class _Recorder:
-    """Observer that keeps everything an episode file holds."""
+class Recorder:
+    """Observer that keeps everything an episode file holds. The recorded action is the one
+    executed, or `label()` when given (DAgger: the expert's label of a frame the policy drove)."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: Callable[[], Any] | None = None) -> None:
+        self.label = label
         self.frames: list[np.ndarray] = []
         self.actions: list[Any] = []
         self.state: list[np.ndarray] = []
@@ -58,7 +60,7 @@ class _Recorder:
 
     def before_step(self, env: gym.Env, obs: np.ndarray, action: Any) -> None:
         self.frames.append(np.asarray(obs, dtype=np.uint8))
-        self.actions.append(action)
+        self.actions.append(action if self.label is None else self.label())
         self.state.append(car_state(env).as_array())
 
     def after_step(self, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
@@ -84,27 +86,33 @@ def record_episode(cfg: CollectConfig, seed: int) -> dict[str, Any]:
     """Drive one episode with the expert and write it; returns its manifest entry."""
     env = make_env(cfg.continuous, cfg.max_steps)
     try:
-        rec = _Recorder()
+        rec = Recorder()
         result = run_episode(env, make_expert(cfg.expert, env, cfg.model), seed, observer=rec)
-        try:
-            return write_episode(cfg.out, rec.episode(seed, cfg.continuous), {"tiles_visited": result.tiles_visited})
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise DataError(f"disk full while writing the episode of seed {seed} into {cfg.out}") from None
-            raise
+        return save_recording(cfg.out, rec.episode(seed, cfg.continuous), result)
     finally:
         env.close()
 
 
-def _header(cfg: CollectConfig) -> dict[str, Any]:
-    env = make_env(cfg.continuous, cfg.max_steps, pixels=False)
-    expert = make_expert(cfg.expert, env, cfg.model)
+def save_recording(out: str, episode: Episode, result: EpisodeResult, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write a recorded episode into a demonstration folder; its manifest entry."""
+    try:
+        return write_episode(out, episode, {"tiles_visited": result.tiles_visited, **(extra or {})})
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise DataError(f"disk full while writing the episode of seed {episode.seed} into {out}") from None
+        raise
+
+
+def demo_header(expert_name: str, continuous: bool, max_steps: int = EPISODE_STEPS, model: str | None = None) -> dict[str, Any]:
+    """The manifest header of a demonstration set recorded in CarRacing."""
+    env = make_env(continuous, max_steps, pixels=False)
+    expert = make_expert(expert_name, env, model)
     env.close()
     return {
         "env_id": ENV_ID,
-        "env_kwargs": {"continuous": cfg.continuous, "max_episode_steps": cfg.max_steps},
-        "action_space": "continuous" if cfg.continuous else "discrete",
-        "action_names": ["steer", "gas", "brake"] if cfg.continuous else list(ACTIONS),
+        "env_kwargs": {"continuous": continuous, "max_episode_steps": max_steps},
+        "action_space": "continuous" if continuous else "discrete",
+        "action_names": ["steer", "gas", "brake"] if continuous else list(ACTIONS),
         "frame_rate": FPS,
         "state_fields": list(STATE_FIELDS),
         "expert": expert.describe(),
@@ -124,7 +132,7 @@ def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
         if cfg.resume or cfg.append:
             raise ConfigError(f"nothing to {'resume' if cfg.resume else 'append to'} in {out}: it holds no demonstration set")
         start = cfg.seed_start or 0
-        demos = DemoSet.create(out, {**_header(cfg), "planned_seeds": list(range(start, start + cfg.episodes))})
+        demos = DemoSet.create(out, {**demo_header(cfg.expert, cfg.continuous, cfg.max_steps, cfg.model), "planned_seeds": list(range(start, start + cfg.episodes))})
         return demos, demos.manifest["planned_seeds"]
 
     demos = DemoSet(out)
@@ -136,13 +144,7 @@ def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
         )
     if demos.manifest["expert"]["name"] != cfg.expert:
         raise ConfigError(f"{out} was recorded by the {demos.manifest['expert']['name']} expert, not {cfg.expert}")
-    for tmp in demos.temporary_files():  # half-written episodes: never data
-        tmp.unlink()
-    for orphan in demos.orphan_files():  # whole files written just before an interruption
-        try:
-            demos.add(manifest_entry(orphan, read_episode(orphan)))
-        except DataError:
-            orphan.unlink()  # unreadable: recorded again below
+    demos.recover()
     if cfg.append:
         planned = demos.manifest["planned_seeds"]
         start = cfg.seed_start if cfg.seed_start is not None else max(planned) + 1

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
 
-from agents.env import make_env
+from agents.env import EPISODE_STEPS, make_env
 from agents.experts import EXPERTS, expert_needs_pixels, make_expert
 from agents.rollout import EpisodeResult, default_workers, parallel_map, run_episode, summarize
 from nac.layer import ConfigError
@@ -20,18 +20,21 @@ class ExpertEvalConfig:
     seed_start: int = 0  # episodes use seeds seed_start, seed_start + 1, ...
     workers: int = 0  # processes; 0 = up to 2
     model: str | None = None  # model file (PPO expert)
+    max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
 
     def __post_init__(self) -> None:
         if self.expert not in EXPERTS:
             raise ConfigError(f"unknown expert {self.expert!r}; choose one of {', '.join(EXPERTS)}")
         if self.episodes < 1:
             raise ConfigError(f"episodes must be >= 1 (got {self.episodes})")
+        if self.max_steps < 1:
+            raise ConfigError(f"max-steps must be >= 1 (got {self.max_steps})")
         if self.seed_start < 0:
             raise ConfigError(f"seed-start must be >= 0 (got {self.seed_start})")
 
 
 def _one(cfg: ExpertEvalConfig, seed: int) -> EpisodeResult:
-    env = make_env(cfg.continuous, pixels=expert_needs_pixels(cfg.expert))
+    env = make_env(cfg.continuous, cfg.max_steps, pixels=expert_needs_pixels(cfg.expert))
     try:
         return run_episode(env, make_expert(cfg.expert, env, cfg.model), seed)
     finally:

@@ -195,6 +195,17 @@ class DemoSet:
         listed = {e["file"] for e in self.episodes}
         return sorted(p for p in self.dir.glob("episode_*.npz") if p.name not in listed)
 
+    def recover(self) -> None:
+        """After an interruption: delete half-written files (never data) and register whole
+        episode files written just before it (unreadable ones are deleted, to be recorded again)."""
+        for tmp in self.temporary_files():
+            tmp.unlink()
+        for orphan in self.orphan_files():
+            try:
+                self.add(manifest_entry(orphan, read_episode(orphan)))
+            except DataError:
+                orphan.unlink()
+
     def check(self) -> list[str]:
         """Every problem found, one sentence each (empty when the set is sound)."""
         problems = []

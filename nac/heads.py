@@ -48,8 +48,8 @@ class HeadConfig:
     d_model: int = 64  # hidden width (NAC / attention d_model, RNN hidden units)
     num_heads: int = 4  # attention heads (nac, mha)
     return_sequences: bool = False  # output every step (B, T, out) or the last (B, out)
-    causal: bool = False  # attention heads: a step sees only itself and the past
-    window: int | None = None  # attention heads with causal: only the last `window` steps
+    causal: bool = False  # attention heads: a step sees only itself and the past (recurrent heads always do)
+    window: int | None = None  # a step sees only the last `window` steps (attention heads: needs causal)
     nac: dict[str, Any] = field(default_factory=dict)  # NAC options (see NACConfig), nac* only
 
     def __post_init__(self) -> None:
@@ -57,7 +57,11 @@ class HeadConfig:
         _need(self.input_dim >= 1, f"input_dim must be >= 1 (got {self.input_dim})")
         _need(self.d_model >= 1, f"d_model must be >= 1 (got {self.d_model})")
         _need(self.output_dim is None or self.output_dim >= 1, "output_dim must be >= 1")
-        _need(self.window is None or (self.causal and self.window >= 1), "window needs causal=True and must be >= 1")
+        _need(self.window is None or self.window >= 1, f"window must be >= 1 (got {self.window})")
+        _need(
+            self.window is None or self.causal or not HEADS[self.name].is_attention,
+            "window needs causal=True for attention heads",
+        )
         _need(not self.nac or self.name.startswith("nac"), f"nac options given for head {self.name!r}")
         if self.name.startswith("nac"):
             self.nac_config()  # validate now, with NAC's own messages
@@ -117,11 +121,32 @@ class SequenceHead(nn.Module):
     def forward(self, x: Tensor, timestamps: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
         if x.dim() != 3:
             raise ValueError(f"a sequence head expects (B, T, D), got {tuple(x.shape)}")
-        y = self._sequence(x, timestamps if self.accepts_time else None, key_padding_mask)
+        ts = timestamps if self.accepts_time else None
+        w = self.config.window
+        if w is not None and x.shape[1] > w:
+            if not self.config.return_sequences:  # the last step sees only the last w steps
+                x, ts = x[:, -w:], None if ts is None else ts[:, -w:]
+                key_padding_mask = None if key_padding_mask is None else key_padding_mask[:, -w:]
+            elif not self.is_attention:  # attention heads mask keys; a recurrent state cannot forget
+                return self._windowed_sequences(x, ts)
+        y = self._sequence(x, ts, key_padding_mask)
         return y if self.config.return_sequences else y[:, -1]
 
+    def _windowed_sequences(self, x: Tensor, ts: Tensor | None) -> Tensor:
+        """Every step's output from its own last `window` steps: the first w - 1 steps from the
+        sequence's start, each later step from the window ending there (rerun from zero)."""
+        b, t, d = x.shape
+        w = self.config.window
+        assert w is not None
+        head = self._sequence(x[:, : w - 1], None if ts is None else ts[:, : w - 1], None)  # (B, w-1, out)
+        xs = x.unfold(1, w, 1).permute(0, 1, 3, 2).reshape(-1, w, d)  # (B * (T-w+1), w, D)
+        tw = None if ts is None else ts.unfold(1, w, 1).reshape(-1, w)
+        tail = self._sequence(xs, tw, None)[:, -1].reshape(b, t - w + 1, -1)
+        return torch.cat([head, tail], 1)
+
     # Generic streaming: keep the inputs of the visible past and rerun forward on them.
-    # Attention heads without a cheaper cache use it; recurrent heads and NAC override it.
+    # Attention heads without a cheaper cache and windowed recurrent heads use it; NAC caches
+    # its keys and unwindowed recurrent heads carry their state instead.
     def init_state(self, batch_size: int = 1) -> Any:
         return {"x": None, "t": None}
 
@@ -186,7 +211,26 @@ class NACHead(_Readout):
 
 
 # ---------------------------------------------------------------------- recurrent baselines
-class _TorchRNN(_Readout):
+class _Recurrent(_Readout):
+    """Recurrent heads stream by carrying their state; with a window they rerun it instead
+    (a recurrent state cannot forget what left the window)."""
+
+    def init_state(self, batch_size: int = 1) -> Any:
+        return super().init_state(batch_size) if self.config.window is not None else self._init_state(batch_size)
+
+    def step(self, x_t: Tensor, state: Any, timestamp: Tensor | None = None) -> tuple[Tensor, Any]:
+        if self.config.window is not None:
+            return super().step(x_t, state, timestamp)
+        return self._step(x_t, state, timestamp)
+
+    def _init_state(self, batch_size: int) -> Any:
+        raise NotImplementedError
+
+    def _step(self, x_t: Tensor, state: Any, timestamp: Tensor | None) -> tuple[Tensor, Any]:
+        raise NotImplementedError
+
+
+class _TorchRNN(_Recurrent):
     rnn_cls: ClassVar[type[nn.RNNBase]]
 
     def __init__(self, config: HeadConfig) -> None:
@@ -196,10 +240,10 @@ class _TorchRNN(_Readout):
     def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
         return self.readout(self.rnn(x)[0])
 
-    def init_state(self, batch_size: int = 1) -> Any:
+    def _init_state(self, batch_size: int) -> Any:
         return None  # torch RNNs start from zeros
 
-    def step(self, x_t: Tensor, state: Any, timestamp: Tensor | None = None) -> tuple[Tensor, Any]:
+    def _step(self, x_t: Tensor, state: Any, timestamp: Tensor | None) -> tuple[Tensor, Any]:
         y, state = self.rnn(x_t[:, None], state)
         return self.readout(y[:, 0]), state
 
@@ -219,7 +263,7 @@ class GRUHead(_TorchRNN):
     rnn_cls = nn.GRU
 
 
-class _TimedCellHead(_Readout):
+class _TimedCellHead(_Recurrent):
     """A recurrent cell stepped over time with each step's elapsed time (from timestamps, or
     one unit per step without them); subclasses give the cell and its state size."""
 
@@ -245,10 +289,10 @@ class _TimedCellHead(_Readout):
     def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
         return self.readout(self._run(x, None, _elapsed(timestamps, x))[0])
 
-    def init_state(self, batch_size: int = 1) -> Any:
+    def _init_state(self, batch_size: int) -> Any:
         return {"h": None, "t": None}
 
-    def step(self, x_t: Tensor, state: Any, timestamp: Tensor | None = None) -> tuple[Tensor, Any]:
+    def _step(self, x_t: Tensor, state: Any, timestamp: Tensor | None) -> tuple[Tensor, Any]:
         ts = None if timestamp is None else timestamp.reshape(-1, 1)
         dt = _elapsed(ts, x_t[:, None], None if ts is None else state["t"])
         y, h = self._run(x_t[:, None], state["h"], dt)

@@ -44,6 +44,34 @@ def test_streaming_equals_running_the_whole_sequence(name):
 
 
 @pytest.mark.parametrize("name", ALL)
+def test_a_window_limits_every_head_to_its_last_steps(name):
+    """With window=3, each step's output depends only on its last 3 steps, in a full pass and
+    in streaming alike, and the last-step output equals running the last 3 steps alone."""
+    torch.manual_seed(0)
+    head = build_head(name, input_dim=10, output_dim=5, d_model=16, num_heads=4, return_sequences=True, causal=True, window=3).eval()
+    x = torch.randn(2, 7, 10)
+    ts = torch.cumsum(torch.rand(2, 7) + 0.3, 1)
+    with torch.no_grad():
+        full = head(x, ts)
+        x2 = x.clone()
+        x2[:, :3] = torch.randn(2, 3, 10)  # outside the windows of steps 5 and 6
+        changed = head(x2, ts)
+        state, outs = head.init_state(2), []
+        for i in range(7):
+            y, state = head.step(x[:, i], state, ts[:, i])
+            outs.append(y)
+        alone = head(x[:, 4:], ts[:, 4:])[:, -1]
+    assert torch.allclose(torch.stack(outs, 1), full, atol=1e-5)
+    assert torch.allclose(full[:, 5:], changed[:, 5:], atol=1e-5)
+    assert not torch.allclose(full[:, 3], changed[:, 3], atol=1e-4)
+    assert torch.allclose(alone, full[:, -1], atol=1e-5)
+    last = build_head(name, input_dim=10, output_dim=5, d_model=16, num_heads=4, causal=True, window=3).eval()
+    last.load_state_dict(head.state_dict())
+    with torch.no_grad():
+        assert torch.allclose(last(x, ts), full[:, -1], atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_heads_that_accept_time_use_it_and_the_others_ignore_it(name):
     head = build_head(name, input_dim=10, d_model=16, num_heads=4, causal=True).eval()
     assert head.accepts_time == (name in TIMED)
@@ -93,6 +121,7 @@ def test_nac_variants_are_presets_of_one_layer():
         ({"name": "lstm", "input_dim": 8, "nac": {"topk": 3}}, "nac options given"),
         ({"name": "nac", "input_dim": 8, "nac": {"mode": "rk4"}}, "mode must be one of"),
         ({"name": "mha", "input_dim": 8, "window": 3}, "window needs causal"),
+        ({"name": "lstm", "input_dim": 8, "window": 0}, "window must be >= 1"),
     ],
 )
 def test_bad_head_configs_say_what_is_allowed(options, message):

@@ -1,0 +1,157 @@
+"""DAgger (Ross et al. 2011): drive with the policy, let the expert label every visited frame,
+add the frames to the data and train on.
+
+Round r executes the expert's action with probability beta**r and the policy's otherwise (the
+policy sees every frame either way, so its window is never broken); the recorded label is
+always the expert's. The rollouts go to <run>/dagger, a demonstration set like any other, and
+training continues the same run (same validation episodes) with that folder added to its data.
+Each round's progress is kept in <run>/dagger.json, so an interrupted DAgger run resumes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.bc import TrainConfig, train
+from agents.collect import Recorder, demo_header, save_recording
+from agents.env import EPISODE_STEPS, make_env
+from agents.experts import EXPERTS, make_expert
+from agents.policy import DrivingPolicy
+from agents.rollout import default_workers, parallel_map, run_episode
+from datasets.demos import DemoSet
+from nac.layer import ConfigError, _need
+
+FIRST_SEED = 1_000_000  # DAgger rollouts use seeds from here on, far from collection and evaluation
+
+
+@dataclass
+class DaggerConfig:
+    run: str  # a training run folder (nacdrive train)
+    expert: str = "track"  # who labels the frames
+    rounds: int = 1  # rounds of rollouts + training
+    episodes: int = 10  # policy rollouts per round
+    beta: float = 0.5  # round r executes the expert's action with probability beta ** r
+    epochs: int = 2  # training epochs added per round
+    minutes: float | None = None  # or: training minutes added per round
+    workers: int = 0  # rollout processes; 0 = up to 2
+    seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i
+    max_steps: int = EPISODE_STEPS  # steps per rollout (CarRacing's limit is 1000)
+
+    def __post_init__(self) -> None:
+        _need(self.expert in EXPERTS, f"unknown expert {self.expert!r}; choose one of {', '.join(EXPERTS)}")
+        _need(self.rounds >= 1, f"rounds must be >= 1 (got {self.rounds})")
+        _need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
+        _need(0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
+        _need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
+        _need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
+        _need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
+
+
+class MixedDriver:
+    """Executes the expert's action with probability beta, else the policy's; both see every
+    frame. `label` is the expert's action on the latest frame."""
+
+    def __init__(self, policy: DrivingPolicy, expert: Any, beta: float, seed: int) -> None:
+        self.policy, self.expert, self.beta = policy, expert, beta
+        self.rng = np.random.default_rng(seed)
+        self.label: Any = None
+
+    def reset(self) -> None:
+        self.policy.reset()
+        self.expert.reset()
+
+    def select_action(self, obs: Any) -> Any:
+        self.label = self.expert.select_action(obs)
+        action = self.policy.select_action(obs)
+        return self.label if self.rng.random() < self.beta else action
+
+
+def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, seed: int) -> dict[str, Any]:
+    """One policy-driven, expert-labelled episode written into `out`; its manifest entry."""
+    torch.set_num_threads(1)
+    policy = DrivingPolicy.from_run(run, "best")
+    continuous = policy.continuous
+    env = make_env(continuous, max_steps)
+    try:
+        driver = MixedDriver(policy, make_expert(expert_name, env), beta, seed)
+        rec = Recorder(label=lambda: driver.label)
+        result = run_episode(env, driver, seed, observer=rec)
+        return save_recording(out, rec.episode(seed, continuous), result, {"beta": beta})
+    finally:
+        env.close()
+
+
+def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
+    run = Path(cfg.run)
+    config_path = run / "config.json"
+    if not config_path.is_file():
+        raise ConfigError(f"{run} is not a training run (no config.json); train one with 'nacdrive train'")
+    saved = json.loads(config_path.read_text())
+    if saved.get("task") != "carracing" or "train" not in saved:
+        raise ConfigError(f"{run} is not a CarRacing training run")
+    if not (run / "train_state.json").is_file():
+        raise ConfigError(f"{run} has no training state to continue from; finish 'nacdrive train' first")
+    continuous = saved["net"]["action_space"] == "continuous"
+    data_dir = run / "dagger"
+    state_path = run / "dagger.json"
+    state = json.loads(state_path.read_text()) if state_path.is_file() else {"rounds": []}
+    if not data_dir.is_dir():
+        DemoSet.create(data_dir, {**demo_header(cfg.expert, continuous, cfg.max_steps), "driver": "policy with DAgger beta mixing", "planned_seeds": []})
+    demos = DemoSet(data_dir)
+    demos.recover()
+    rounds_done = len([r for r in state["rounds"] if r.get("trained")])
+    for r in range(rounds_done + 1, cfg.rounds + 1):
+        beta = cfg.beta**r
+        seeds = [cfg.seed_start + (r - 1) * cfg.episodes + i for i in range(cfg.episodes)]
+        if len(state["rounds"]) < r:
+            state["rounds"].append({"round": r, "beta": beta, "seeds": seeds, "trained": False})
+            _write(state_path, state)
+        todo = [s for s in seeds if s not in set(demos.seeds())]
+        if todo:
+            parallel_map(
+                partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps),
+                todo,
+                min(cfg.workers or default_workers(), len(todo)),
+                desc=f"DAgger round {r} rollouts (beta {beta:.2f})",
+                on_result=demos.add,
+                postfix=lambda done: {"mean return": f"{np.mean([e['return'] for e in done]):.1f}"},
+            )
+        returns = [e["return"] for e in demos.episodes if e["seed"] in set(seeds)]
+        # continue the same run on the data plus the rollouts, for `epochs` (or `minutes`) more
+        train_state = json.loads((run / "train_state.json").read_text())
+        tc = TrainConfig.from_dict(saved["train"])
+        if "target" not in state["rounds"][r - 1]:
+            target = {
+                "epochs": train_state["epoch"] + cfg.epochs if cfg.minutes is None else None,
+                "minutes": (train_state["seconds"] / 60 + cfg.minutes) if cfg.minutes is not None else None,
+            }
+            state["rounds"][r - 1]["target"] = target
+            _write(state_path, state)
+        target = state["rounds"][r - 1]["target"]
+        data = tc.data if str(data_dir) in tc.data else [*tc.data, str(data_dir)]
+        tc = TrainConfig.from_dict({**asdict(tc), "data": data, "epochs": target["epochs"] or 10**9, "minutes": target["minutes"]})
+        saved["train"] = asdict(tc)
+        _write(config_path, saved)
+        # best weights from this round's training on (the validation episodes are expert-driven,
+        # so the pre-round weights would often stay "best" and the round would change nothing)
+        first_time = not state["rounds"][r - 1].get("best_restarted")
+        state["rounds"][r - 1]["best_restarted"] = True
+        _write(state_path, state)
+        metrics = train(tc, resume=True, quiet=quiet, restart_best=first_time)
+        state["rounds"][r - 1].update(trained=True, rollout_mean_return=float(np.mean(returns)), best=metrics.get("best"))
+        _write(state_path, state)
+        saved = json.loads(config_path.read_text())
+    return state
+
+
+def _write(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)

@@ -1,0 +1,200 @@
+"""Closed-loop evaluation of trained runs in CarRacing, and their leaderboard.
+
+Every run drives full episodes on the same fixed seeds, which must not be seeds any of its
+training episodes came from; the experts drive the same seeds as reference rows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.env import EPISODE_STEPS, make_env
+from agents.expert_eval import ExpertEvalConfig, evaluate_expert
+from agents.policy import WEIGHTS, DrivingPolicy
+from agents.rollout import EpisodeResult, default_workers, parallel_map, run_episode, summarize
+from nac.layer import ConfigError, _need, load_checkpoint
+
+
+@dataclass
+class EvaluateConfig:
+    runs: list[str]  # run folders (nacdrive train / dagger)
+    episodes: int = 50  # episodes per run
+    seed_start: int = 10000  # seeds seed_start, seed_start + 1, ... (none may be a training seed)
+    workers: int = 0  # processes; 0 = up to 2
+    weights: str = "best"  # which weights of each run: best (validation) or last
+    sample: bool = False  # sample discrete actions from the softmax instead of argmax
+    experts: bool = True  # add the track expert's figures on the same seeds as reference rows
+    max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
+
+    def __post_init__(self) -> None:
+        _need(bool(self.runs), "give at least one run folder")
+        _need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
+        _need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
+        _need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
+        _need(self.weights in WEIGHTS, f"weights must be one of {', '.join(WEIGHTS)} (got {self.weights!r})")
+
+
+@dataclass
+class RunInfo:
+    path: str
+    head: str
+    action_space: str
+    training_seeds: list[int]
+    val_accuracy: float | None
+
+
+def describe_run(path: str, weights: str) -> RunInfo:
+    """What a run folder is, read from its config.json and metrics.json (and a check that
+    its weights load)."""
+    config, _ = load_checkpoint(path, "cpu", weights)
+    if config.get("task") != "carracing" or "net" not in config:
+        raise ConfigError(f"{path} is not a CarRacing driving run (task {config.get('task')!r})")
+    keys = config.get("data", {}).get("episodes", [])
+    seeds = sorted({int(k.rsplit(":", 1)[1]) for k in keys})
+    acc = None
+    metrics = Path(path) / "metrics.json"
+    if metrics.is_file():
+        best = json.loads(metrics.read_text()).get("best") or {}
+        acc = best.get("val_accuracy")
+    return RunInfo(path, config["net"]["head"], config["net"]["action_space"], seeds, acc)
+
+
+@lru_cache(maxsize=8)
+def _policy(path: str, weights: str, sample: bool) -> DrivingPolicy:
+    return DrivingPolicy.from_run(path, weights, "cpu", sample)
+
+
+class _Timed:
+    """The policy, with the time of every select_action call recorded."""
+
+    def __init__(self, policy: DrivingPolicy) -> None:
+        self.policy = policy
+        self.ms: list[float] = []
+
+    def reset(self) -> None:
+        self.policy.reset()
+
+    def select_action(self, obs: Any) -> Any:
+        t0 = time.perf_counter()
+        action = self.policy.select_action(obs)
+        self.ms.append((time.perf_counter() - t0) * 1e3)
+        return action
+
+
+def drive(job: tuple[str, str, bool, bool, int, int]) -> tuple[str, EpisodeResult, np.ndarray]:
+    """One episode of one run: (run, weights, sample, continuous, max_steps, seed) -> result, step latencies."""
+    path, weights, sample, continuous, max_steps, seed = job
+    torch.set_num_threads(1)  # one thread per worker: the latency figures are per CPU thread
+    policy = _policy(path, weights, sample)
+    policy.reset(seed)
+    timed = _Timed(policy)
+    env = make_env(continuous, max_steps)
+    try:
+        result = run_episode(env, timed, seed)
+    finally:
+        env.close()
+    return path, result, np.asarray(timed.ms, dtype=np.float32)
+
+
+def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: list[np.ndarray]) -> dict[str, Any]:
+    results = sorted(results, key=lambda r: r.seed)
+    lat = np.concatenate(ms) if ms else np.zeros(0)
+    return {
+        "run": info.path,
+        "head": info.head,
+        "action_space": info.action_space,
+        "weights": cfg.weights,
+        "actions": "sampled" if cfg.sample else "argmax",
+        **summarize(r.episode_return for r in results),
+        "finished_share": float(np.mean([r.lap_finished for r in results])) if results else 0.0,
+        "tiles_share": float(np.mean([r.tiles_visited for r in results])) if results else 0.0,
+        "latency_p50_ms": float(np.percentile(lat, 50)) if lat.size else None,
+        "latency_p99_ms": float(np.percentile(lat, 99)) if lat.size else None,
+        "val_accuracy": info.val_accuracy,
+        "seeds": [r.seed for r in results],
+        "returns": [r.episode_return for r in results],
+    }
+
+
+def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
+    """The leaderboard: one row per run (and per expert), sorted by mean return."""
+    seeds = list(range(cfg.seed_start, cfg.seed_start + cfg.episodes))
+    infos = {p: describe_run(p, cfg.weights) for p in cfg.runs}
+    for info in infos.values():
+        seen = sorted(set(seeds) & set(info.training_seeds))
+        if seen:
+            raise ConfigError(
+                f"seeds {seen[0]}..{seen[-1]} include training episodes of {info.path}; evaluate on seeds no "
+                f"training data came from (--seed-start {max(info.training_seeds) + 1} or higher)"
+            )
+    jobs = [(p, cfg.weights, cfg.sample, info.action_space == "continuous", cfg.max_steps, s) for p, info in infos.items() for s in seeds]
+    by_run: dict[str, tuple[list[EpisodeResult], list[np.ndarray]]] = {p: ([], []) for p in infos}
+
+    def keep(out: tuple[str, EpisodeResult, np.ndarray]) -> None:
+        by_run[out[0]][0].append(out[1])
+        by_run[out[0]][1].append(out[2])
+
+    def board() -> list[dict[str, Any]]:
+        rows = [_row(infos[p], cfg, *by_run[p]) for p in infos if by_run[p][0]]
+        return sorted(rows, key=lambda r: -r["mean_return"])
+
+    try:
+        parallel_map(
+            drive, jobs, cfg.workers or default_workers(), desc="evaluating", on_result=keep,
+            postfix=lambda done: {"mean": f"{np.mean([r[1].episode_return for r in done]):.1f}"},
+        )
+    except KeyboardInterrupt as exc:
+        exc.partial = board()  # type: ignore[attr-defined]
+        raise
+    rows = board()
+    if cfg.experts:
+        for space in sorted({i.action_space for i in infos.values()}):
+            r = evaluate_expert(
+                ExpertEvalConfig(
+                    continuous=space == "continuous", episodes=cfg.episodes, seed_start=cfg.seed_start,
+                    workers=cfg.workers, max_steps=cfg.max_steps,
+                )
+            )
+            rows.append({
+                "run": f"expert:track ({space})", "head": "-", "action_space": space, "weights": "-", "actions": "-",
+                **{k: r[k] for k in r if k not in ("config", "episodes_detail", "expert")},
+                "tiles_share": float(np.mean([e["tiles_visited"] for e in r["episodes_detail"]])),
+                "latency_p50_ms": None, "latency_p99_ms": None, "val_accuracy": None, "reference": True,
+            })
+        rows.sort(key=lambda r: -r["mean_return"])
+    return rows
+
+
+def to_markdown(rows: list[dict[str, Any]]) -> str:
+    """The leaderboard as a markdown table."""
+    def f(v: Any, spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+
+    lines = [
+        "| # | run | head | actions | mean ± std | min | 95 % CI | solved | laps | tiles | p50 / p99 ms | val acc |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for i, r in enumerate(rows, 1):
+        lines.append(
+            f"| {i} | {r['run']} | {r['head']} | {r['action_space']}" + (f", {r['actions']}" if r.get("actions", "-") != "-" else "")
+            + f" | {r['mean_return']:.1f} ± {r['std_return']:.1f} | {r['min_return']:.1f} "
+            f"| [{r['ci95_low']:.1f}, {r['ci95_high']:.1f}] | {r['solved_share']:.0%} | {r['finished_share']:.0%} "
+            f"| {r['tiles_share']:.1%} | {f(r['latency_p50_ms'], '.2f')} / {f(r['latency_p99_ms'], '.2f')} "
+            f"| {f(r['val_accuracy'], '.1%')} |"
+        )
+    return "\n".join(lines)
+
+
+def write_leaderboard(rows: list[dict[str, Any]], path: str | Path) -> None:
+    """JSON: a list with one object per row (run, mean_return, std_return, returns, ...)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(rows, indent=2) + "\n")

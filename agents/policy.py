@@ -1,0 +1,112 @@
+"""The driving policy: a trained run folder behind the one policy contract (reset / select_action).
+
+Streaming: each step encodes only the new frame (one CNN pass) and feeds its features to the
+head's streaming API (NAC caches its past keys, other heads keep their window's inputs), so a
+step costs the same at step 5 as at step 900 and gives exactly what training's windows gave.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.env import FPS
+from nac.driving import DrivingNet
+from nac.layer import ConfigError, load_checkpoint
+
+WEIGHTS = ("best", "last")
+
+
+def resolve_device(device: str) -> torch.device:
+    """"auto" -> cuda when present, else cpu; anything else as torch understands it."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ConfigError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} asked for, but this machine has no CUDA GPU; use --device cpu or auto")
+    return dev
+
+
+def load_run(path: str | Path, weights: str = "best", device: str = "cpu") -> DrivingNet:
+    """The network of a run folder (config.json + <weights>.safetensors), in eval mode."""
+    p = Path(path)
+    if weights not in WEIGHTS:
+        raise ConfigError(f"weights must be one of {', '.join(WEIGHTS)} (got {weights!r})")
+    if not p.is_dir():
+        raise FileNotFoundError(f"{p} is not a run folder (train one with 'nacdrive train')")
+    config, state = load_checkpoint(p, "cpu", weights)
+    return DrivingNet.from_checkpoint(config, state, p).to(resolve_device(device)).eval()
+
+
+class DrivingPolicy:
+    """select_action(frame (96, 96, 3) uint8) -> a discrete action (int) or (steer, gas, brake).
+
+    sample=True draws discrete actions from the softmax instead of taking the argmax (argmax
+    cannot reproduce an expert's pulsing between actions; report which one a figure used).
+    After each step `last` holds what the network produced (for overlays and analysis).
+    """
+
+    def __init__(self, net: DrivingNet, sample: bool = False, seed: int = 0) -> None:
+        self.net = net.eval()
+        self.cfg = net.config
+        self.sample = sample
+        self.device = next(net.parameters()).device
+        self._rng = np.random.default_rng(seed)
+        self.last: dict[str, Any] = {}
+        self.reset()
+
+    @classmethod
+    def from_run(cls, path: str | Path, weights: str = "best", device: str = "cpu", sample: bool = False, seed: int = 0) -> "DrivingPolicy":
+        return cls(load_run(path, weights, device), sample=sample, seed=seed)
+
+    @property
+    def continuous(self) -> bool:
+        return self.cfg.action_space == "continuous"
+
+    def reset(self, seed: int | None = None) -> None:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self._steps = 0
+        self._first: tuple[torch.Tensor, torch.Tensor] | None = None  # first frame's features and time
+        # One head stream per phase of the frame stride: stream p sees steps p, p + s, p + 2s, ...
+        self._streams: list[Any] = [None] * self.cfg.frame_stride
+
+    @torch.inference_mode()
+    def select_action(self, frame: np.ndarray, timestamp: float | None = None) -> Any:
+        """frame: the camera image as the environment gives it; timestamp: its time in seconds
+        since the episode began (default: step count / 50 FPS)."""
+        t = self._steps / FPS if timestamp is None else float(timestamp)
+        x = torch.as_tensor(np.ascontiguousarray(frame), device=self.device)[None]  # (1, H, W, 3)
+        feat = self.net.encode(x)  # (1, F)
+        t_ = torch.tensor([t], dtype=torch.float32, device=self.device)
+        if self._first is None:
+            self._first = (feat, t_)
+        phase = self._steps % self.cfg.frame_stride
+        head = self.net.head
+        if self._streams[phase] is None:
+            # Before the episode's first frame, windows repeat it (as datasets.windows does).
+            state = head.init_state(1)
+            f0, t0 = self._first
+            for _ in range(self.cfg.window - 1):
+                _, state = head.step(f0, state, self.net.head_time(t0))
+            self._streams[phase] = state
+        h, self._streams[phase] = head.step(feat, self._streams[phase], self.net.head_time(t_))
+        raw = self.net.readout(h)[0]  # (A,)
+        self._steps += 1
+        return self._act(raw)
+
+    def _act(self, raw: torch.Tensor) -> Any:
+        if self.continuous:
+            action = self.net.squash(raw).float().cpu().numpy()
+            self.last = {"action": action}
+            return action
+        probs = torch.softmax(raw.float(), -1).cpu().numpy().astype(np.float64)
+        action = int(self._rng.choice(len(probs), p=probs / probs.sum())) if self.sample else int(probs.argmax())
+        self.last = {"action": action, "probs": probs}
+        return action

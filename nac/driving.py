@@ -1,0 +1,172 @@
+"""The CarRacing driving network: a small CNN per frame, a sequence head from the registry over
+the last W frames, a dense layer and the action output.
+
+The CNN is the paper's (Conv2d 3->10 k3 s2, 10->20 k5 s2, 20->30 k5 s2, ReLU, dropout 0.2);
+unlike the authors' model, which fed its head a single frame, the head sees a real window.
+The network knows no environment: it maps uint8 frames (and their times) to action outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from nac.heads import HEADS, HeadConfig, SequenceHead, build_head
+from nac.layer import ConfigError, _need, load_checkpoint, load_state_strict, save_checkpoint
+
+ACTION_SPACES = ("discrete", "continuous")
+DISCRETE_ACTIONS = 5  # gymnasium CarRacing: noop, right, left, gas, brake
+CONTINUOUS_ACTIONS = 3  # steer in [-1, 1], gas and brake in [0, 1]
+TASK = "carracing"
+
+
+@dataclass
+class DrivingNetConfig:
+    """Everything needed to rebuild a driving network (saved as config.json beside its weights)."""
+
+    head: str = "nac"  # sequence head, a registry name (nac.heads.head_names())
+    action_space: str = "discrete"  # "discrete": 5 logits; "continuous": steer, gas, brake
+    window: int = 8  # frames the head sees (the current one and W - 1 before it)
+    frame_stride: int = 1  # steps between the window's frames
+    frame_size: int = 96  # frames are frame_size x frame_size x 3 uint8
+    d_model: int = 64  # head width
+    num_heads: int = 16  # attention heads (nac, mha)
+    nac: dict[str, Any] = field(default_factory=lambda: {"topk": 8, "mode": "exact"})  # NAC options
+    hidden: int = 64  # the dense layer after the head
+    dropout: float = 0.2  # after each conv layer and the dense layer (training only)
+    use_time: bool = True  # give heads that accept time (nac, ctrnn, cfc, ltc) each frame's time
+    time_unit: float = 1.0 / 50  # seconds per unit of head time (one CarRacing step at 50 FPS)
+
+    def __post_init__(self) -> None:
+        _need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
+        _need(self.action_space in ACTION_SPACES, f"action_space must be one of {', '.join(ACTION_SPACES)} (got {self.action_space!r})")
+        _need(self.window >= 1, f"window must be >= 1 (got {self.window})")
+        _need(self.frame_stride >= 1, f"frame stride must be >= 1 (got {self.frame_stride})")
+        _need(self.frame_size >= 32, f"frame_size must be >= 32 (got {self.frame_size})")
+        _need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
+        _need(self.time_unit > 0, f"time_unit must be > 0 (got {self.time_unit})")
+        self.head_config()  # validate the head options now, with the head's own messages
+
+    @property
+    def outputs(self) -> int:
+        return DISCRETE_ACTIONS if self.action_space == "discrete" else CONTINUOUS_ACTIONS
+
+    @property
+    def span(self) -> int:
+        """Steps from the window's first frame to its last, inclusive."""
+        return (self.window - 1) * self.frame_stride + 1
+
+    def head_config(self) -> HeadConfig:
+        # Every head sees exactly the window, in training and in closed loop: attention heads
+        # attend within it, recurrent heads rerun it from zero (see SequenceHead.forward).
+        return HeadConfig(
+            name=self.head,
+            input_dim=cnn_features(self.frame_size),
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            causal=True,
+            window=self.window,
+            nac=dict(self.nac) if self.head.startswith("nac") else {},
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DrivingNetConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        _need(not unknown, f"unknown driving-network options {unknown}; allowed: {sorted(known)}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _conv_out(n: int, k: int, s: int) -> int:
+    return (n - k) // s + 1
+
+
+def cnn_features(frame_size: int) -> int:
+    n = _conv_out(_conv_out(_conv_out(frame_size, 3, 2), 5, 2), 5, 2)
+    return 30 * n * n
+
+
+class DrivingNet(nn.Module):
+    """frames (B, W, H, W, 3) uint8 [+ timestamps (B, W) seconds] -> action outputs (B, A).
+
+    Discrete: logits over the 5 actions. Continuous: steer in (-1, 1) (tanh), gas and brake in
+    (0, 1) (sigmoid).
+    """
+
+    def __init__(self, config: DrivingNetConfig) -> None:
+        super().__init__()
+        self.config = config
+        p = config.dropout
+        self.cnn = nn.Sequential(
+            nn.Conv2d(3, 10, 3, stride=2), nn.ReLU(), nn.Dropout(p),
+            nn.Conv2d(10, 20, 5, stride=2), nn.ReLU(), nn.Dropout(p),
+            nn.Conv2d(20, 30, 5, stride=2), nn.ReLU(), nn.Dropout(p),
+            nn.Flatten(),
+        )
+        self.head: SequenceHead = build_head(config.head_config())
+        self.mlp = nn.Sequential(nn.Linear(self.head.config.out_dim, config.hidden), nn.ReLU(), nn.Dropout(p))
+        self.out = nn.Linear(config.hidden, config.outputs)
+
+    # The three stages are public so that training can encode each distinct frame once and
+    # closed loop can keep past features in a ring buffer.
+    def encode(self, frames: Tensor) -> Tensor:
+        """(N, H, W, 3) uint8 -> (N, F) features."""
+        x = frames.permute(0, 3, 1, 2).float().div_(255.0)  # (N, 3, H, W)
+        return self.cnn(x)
+
+    def head_time(self, timestamps: Tensor | None) -> Tensor | None:
+        """Seconds -> the head's time unit, or None for heads that take no time (or use_time off)."""
+        if timestamps is None or not (self.config.use_time and self.head.accepts_time):
+            return None
+        return timestamps / self.config.time_unit
+
+    def readout(self, h: Tensor) -> Tensor:
+        """(..., head out) -> (..., A) raw outputs (logits, or pre-activations when continuous)."""
+        return self.out(self.mlp(h))
+
+    def decide(self, features: Tensor, timestamps: Tensor | None = None) -> Tensor:
+        """(B, W, F) window features [+ (B, W) seconds] -> (B, A) raw outputs."""
+        return self.readout(self.head(features, self.head_time(timestamps)))
+
+    def forward(self, frames: Tensor, timestamps: Tensor | None = None, index: Tensor | None = None) -> Tensor:
+        """frames (B, W, H, W, 3) uint8 windows; or, with index (B, W), frames (N, H, W, 3) holds
+        distinct frames and index picks each window's rows of it (so that windows that share
+        frames encode them once)."""
+        if index is None:
+            b, w = frames.shape[:2]
+            feats = self.encode(frames.reshape(b * w, *frames.shape[2:])).reshape(b, w, -1)
+        else:
+            feats = self.encode(frames)[index]  # (B, W, F)
+        return self.decide(feats, timestamps)
+
+    def squash(self, raw: Tensor) -> Tensor:
+        """Continuous outputs into the action ranges (steer tanh, gas / brake sigmoid)."""
+        return torch.cat([torch.tanh(raw[..., :1]), torch.sigmoid(raw[..., 1:])], -1)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, directory: str | Path, name: str = "model", extra: dict[str, Any] | None = None) -> None:
+        save_checkpoint(directory, {"task": TASK, "net": self.config.to_dict(), **(extra or {})}, self.state_dict(), name)
+
+    @classmethod
+    def load(cls, directory: str | Path, name: str = "model", map_location: str = "cpu") -> "DrivingNet":
+        """Rebuild from config.json + <name>.safetensors alone (no code is executed from them)."""
+        config, state = load_checkpoint(directory, map_location, name)
+        return cls.from_checkpoint(config, state, directory)
+
+    @classmethod
+    def from_checkpoint(cls, config: dict[str, Any], state: dict[str, Tensor], source: str | Path) -> "DrivingNet":
+        if config.get("task") != TASK or "net" not in config:
+            raise ConfigError(
+                f"{source} is not a CarRacing driving run (its config.json has task {config.get('task')!r}, "
+                f"expected {TASK!r})"
+            )
+        net = cls(DrivingNetConfig.from_dict(config["net"]))
+        load_state_strict(net, state, source)
+        return net

@@ -1,0 +1,66 @@
+"""`nacdrive evaluate`: closed-loop returns of trained runs, as one leaderboard."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from scripts.cli import non_negative_int, positive_int
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="drive trained runs in CarRacing and rank them",
+        description=(
+            "Drives full CarRacing-v3 episodes (1000 steps) with each run's policy on seeds S, S+1, ... "
+            "(none of which may be a seed its training data came from) and prints a leaderboard: mean, std "
+            "and min return, 95 percent confidence interval, share of episodes >= 900 (solved), of finished "
+            "laps and of track tiles visited, policy latency p50/p99 per step on one CPU thread, and the "
+            "run's offline validation accuracy. The track expert drives the same seeds as a reference row. "
+            "Ctrl-C keeps the finished episodes' results."
+        ),
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (nacdrive train / dagger, or agents/pretrained/<head>)")
+    p.add_argument("--episodes", type=positive_int, default=50, help="episodes per run (default 50)")
+    p.add_argument("--seed-start", type=non_negative_int, default=10000, help="first seed (default 10000)")
+    p.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
+    p.add_argument("--weights", default="best", choices=("best", "last"), help="best (validation) or last weights")
+    p.add_argument("--sample", action="store_true", help="sample discrete actions from the policy instead of argmax")
+    p.add_argument("--no-expert", action="store_true", help="leave out the expert's reference row")
+    p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the leaderboard as JSON (a list, one object per row)")
+    p.add_argument("--markdown", type=Path, metavar="FILE", help="write the leaderboard as a markdown table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agents.evaluate import EvaluateConfig, evaluate
+
+    cfg = EvaluateConfig(
+        runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers,
+        weights=args.weights, sample=args.sample, experts=not args.no_expert, max_steps=args.max_steps,
+    )
+    try:
+        rows = evaluate(cfg)
+    except KeyboardInterrupt as exc:
+        rows = getattr(exc, "partial", [])
+        if rows:
+            _report(rows, args, "partial leaderboard (interrupted)")
+        raise KeyboardInterrupt(f"{sum(r['episodes'] for r in rows)} finished episodes kept") from None
+    _report(rows, args, f"seeds {args.seed_start}..{args.seed_start + args.episodes - 1}")
+    return 0
+
+
+def _report(rows: list, args: argparse.Namespace, title: str) -> None:
+    from agents.evaluate import to_markdown, write_leaderboard
+
+    table = to_markdown(rows)
+    print(f"\nLeaderboard, {title}:\n\n{table}\n")
+    if args.json:
+        write_leaderboard(rows, args.json)
+        print(f"wrote {args.json}")
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(table + "\n")
+        print(f"wrote {args.markdown}")

@@ -1,0 +1,101 @@
+"""`nacdrive train`: behaviour cloning of a CNN + sequence-head policy on demonstrations."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from nac.heads import head_names
+from scripts.cli import non_negative_int, positive_int
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def key_value(text: str) -> tuple[str, Any]:
+    """--nac topk=8 -> ("topk", 8); values are read as JSON when they parse, else as text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="behaviour-clone a driving policy from demonstrations",
+        description=(
+            "Trains the CarRacing driving network (per-frame CNN, a sequence head over the last W frames, "
+            "dense 64, action output) on windows of demonstration frames labelled with the expert's action at "
+            "the last frame. Episodes are split into training and validation (never a frame of one episode on "
+            "both sides). The run folder gets config.json, best/last weights (safetensors), metrics.json and "
+            "TensorBoard events (tb/); Ctrl-C leaves a run that --resume continues. Multi-GPU: "
+            "torchrun --nproc_per_node N -m scripts.cli train ..."
+        ),
+    )
+    p.add_argument("--data", nargs="+", required=True, metavar="DIR", help="demonstration folder(s) from 'nacdrive collect'")
+    p.add_argument("--out", required=True, metavar="RUN", help="run folder to create (or continue with --resume)")
+    p.add_argument("--head", default="nac", choices=head_names(), help="sequence head (default nac)")
+    p.add_argument("--window", type=positive_int, default=8, help="frames per window (default 8)")
+    p.add_argument("--stride", type=positive_int, default=1, help="steps between a window's frames (default 1)")
+    p.add_argument("--epochs", type=positive_int, help="passes over the training windows (default 10; no limit with --minutes)")
+    p.add_argument("--minutes", type=positive_float, help="stop after this many minutes of training")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="windows per step (default 32)")
+    p.add_argument("--lr", type=positive_float, default=1e-4, help="Adam learning rate (default 1e-4)")
+    p.add_argument("--chunk", type=positive_int, default=8, help="consecutive steps per group in a batch, sharing frames (default 8)")
+    p.add_argument(
+        "--balance", default="weights", choices=("weights", "sampler", "none"),
+        help="class imbalance: weighted loss (default), balanced sampling, or none",
+    )
+    p.add_argument("--val-fraction", type=positive_float, default=0.2, help="share of episodes held out (default 0.2)")
+    p.add_argument("--folds", type=positive_int, default=1, help="k-fold cross-validation by episode (default 1: one split)")
+    p.add_argument("--device", default="auto", help="auto (cuda when present), cpu, cuda, cuda:N")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the split, the weights and the batch order")
+    p.add_argument("--d-model", type=positive_int, default=64, help="head width (default 64)")
+    p.add_argument("--num-heads", type=positive_int, default=16, help="attention heads for nac / mha (default 16)")
+    p.add_argument("--nac", type=key_value, action="append", default=[], metavar="KEY=VALUE", help="NAC option, e.g. topk=8 mode=euler")
+    p.add_argument("--no-time", action="store_true", help="do not give heads the frames' timestamps")
+    p.add_argument("--init-from", metavar="RUN", help="start from this run's best weights (same network)")
+    p.add_argument("--resume", action="store_true", help="continue the interrupted (or finished, with a larger budget) run in --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agents.bc import TrainConfig, train
+
+    net: dict[str, Any] = {"d_model": args.d_model, "num_heads": args.num_heads, "use_time": not args.no_time}
+    if args.nac:
+        net["nac"] = {"topk": 8, "mode": "exact", **dict(args.nac)}
+    cfg = TrainConfig(
+        data=args.data, out=args.out, head=args.head, window=args.window, frame_stride=args.stride,
+        epochs=args.epochs, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr, chunk=args.chunk,
+        balance=args.balance, val_fraction=args.val_fraction, folds=args.folds, device=args.device,
+        seed=args.seed, net=net, init_from=args.init_from,
+    )
+    m = train(cfg, resume=args.resume, quiet=args.quiet)
+    if not m:  # a torchrun worker other than rank 0: rank 0 reports
+        return 0
+    if "folds" in m:
+        print(
+            f"{m['folds']}-fold validation accuracy {m['val_accuracy_mean']:.1%} +- {m['val_accuracy_std']:.1%}, "
+            f"loss {m['val_loss_mean']:.4f} +- {m['val_loss_std']:.4f}; folds in {args.out}/fold*/"
+        )
+        return 0
+    best = m.get("best") or {}
+    print(
+        f"{m['head']}: {m['steps']} steps in {m['train_seconds'] / 60:.1f} min; best validation loss "
+        f"{best.get('val_loss', float('nan')):.4f}, accuracy {best.get('val_accuracy', float('nan')):.1%}; run in {args.out}"
+    )
+    return 0

@@ -1,0 +1,161 @@
+"""Behaviour cloning: run folders, the split by episode, resume to the same result, k-fold,
+class balance, bad input, and DistributedDataParallel on CPU."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from agents import bc
+from agents.bc import Batches, TrainConfig, action_classes, class_weights, train
+from agents.policy import DrivingPolicy
+from datasets.demos import DataError, Episode
+from datasets.windows import FrameStore, FrameWindows
+from nac import ConfigError
+
+
+def _cfg(data, out, **kw):
+    return TrainConfig(data=[data] if isinstance(data, str) else data, out=str(out), **{"head": "gru", "window": 4, "epochs": 2, "batch_size": 16, "chunk": 4, **kw})
+
+
+def test_a_run_folder_holds_everything_and_rebuilds_alone(tiny_demos, tmp_path):
+    m = train(_cfg(tiny_demos, tmp_path / "run"), quiet=True)
+    run = tmp_path / "run"
+    for name in ("config.json", "best.safetensors", "last.safetensors", "metrics.json", "train_state.json"):
+        assert (run / name).is_file(), name
+    assert list((run / "tb").iterdir()), "TensorBoard events"
+    cfg = json.loads((run / "config.json").read_text())
+    val = set(cfg["train"]["val_episodes"])
+    assert len(val) == 1 and val.isdisjoint(cfg["data"]["episodes"][i] for i in range(4) if cfg["data"]["episodes"][i] not in val)
+    assert cfg["data"]["train_episodes"] == 3 and cfg["data"]["val_episodes"] == 1
+    assert m["finished"] and m["epochs"] == 2 and len(m["history"]) == 2
+    assert 0 <= m["best"]["val_accuracy"] <= 1
+    policy = DrivingPolicy.from_run(run)
+    assert policy.net.config.head == "gru" and policy.net.config.window == 4
+
+
+def test_training_lowers_the_loss(tiny_demos, tmp_path):
+    m = train(_cfg(tiny_demos, tmp_path / "run", epochs=6, lr=3e-3), quiet=True)
+    losses = [h["val_loss"] for h in m["history"]]
+    assert losses[-1] < losses[0]
+
+
+def _weights(run):
+    return load_file(str(Path(run) / "last.safetensors"))
+
+
+def test_an_interrupted_run_resumes_to_the_same_result(tiny_demos, tmp_path, monkeypatch):
+    train(_cfg(tiny_demos, tmp_path / "straight"), quiet=True)
+    calls = {"n": 0}
+    original = Batches.batch
+
+    def flaky(self, rows, device):
+        calls["n"] += 1
+        if calls["n"] == 11:  # in the middle of the second epoch
+            raise KeyboardInterrupt
+        return original(self, rows, device)
+
+    monkeypatch.setattr(Batches, "batch", flaky)
+    with pytest.raises(KeyboardInterrupt, match="--resume"):
+        train(_cfg(tiny_demos, tmp_path / "cut"), quiet=True)
+    monkeypatch.setattr(Batches, "batch", original)
+    state = json.loads((tmp_path / "cut" / "train_state.json").read_text())
+    assert state["step"] == 10 and not state["done"]
+    with pytest.raises(ConfigError, match="not empty; use --resume"):
+        train(_cfg(tiny_demos, tmp_path / "cut"), quiet=True)
+    m = train(_cfg(tiny_demos, tmp_path / "cut"), resume=True, quiet=True)
+    a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "cut")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert m["finished"] and m["steps"] == json.loads((tmp_path / "straight" / "metrics.json").read_text())["steps"]
+
+
+def test_resume_with_a_larger_budget_trains_on(tiny_demos, tmp_path):
+    train(_cfg(tiny_demos, tmp_path / "run", epochs=1), quiet=True)
+    m = train(_cfg(tiny_demos, tmp_path / "run", epochs=3), resume=True, quiet=True)
+    assert m["epochs"] == 3 and len(m["history"]) == 3
+
+
+def test_a_time_budget_stops_training(tiny_demos, tmp_path):
+    m = train(_cfg(tiny_demos, tmp_path / "run", epochs=None, minutes=0.002), quiet=True)
+    assert m["finished"] and m["epochs"] < 5 and m["train_seconds"] >= 0.1 and m["history"]
+
+
+def test_kfold_by_episode_reports_mean_and_std(tiny_demos, tmp_path):
+    m = train(_cfg(tiny_demos, tmp_path / "cv", folds=2, epochs=1), quiet=True)
+    assert m["folds"] == 2 and len(m["per_fold"]) == 2
+    accs = [f["val_accuracy"] for f in m["per_fold"]]
+    assert m["val_accuracy_mean"] == pytest.approx(np.mean(accs)) and m["val_accuracy_std"] == pytest.approx(np.std(accs, ddof=1))
+    vals = [set(json.loads((tmp_path / "cv" / f"fold{k}" / "config.json").read_text())["train"]["val_episodes"]) for k in range(2)]
+    assert not vals[0] & vals[1] and len(vals[0] | vals[1]) == 4  # the folds partition the episodes
+
+
+def test_class_balance_by_weights_and_by_sampling():
+    classes = np.array([3] * 90 + [1] * 8 + [4] * 2)
+    w = class_weights(classes)
+    assert w[0] == 0 and w[3] < w[1] < w[4]
+    assert np.isclose(w[classes].mean(), 1.0)
+    n = 400
+    actions = np.where(np.arange(n) % 10 == 0, 1, 3)  # 10 % steering, 90 % gas
+    ep = Episode(0, np.zeros((n, 8, 8, 3), np.uint8), actions, np.zeros(n, np.float32), np.zeros(n, bool),
+                 np.zeros(n, bool), np.arange(n) / 50.0, np.zeros((n, 6), np.float32))
+    store = FrameStore([ep])
+    cls = action_classes(store.actions)
+    sampled = Batches(FrameWindows(store, 4), 1, 1, class_weights(cls)[cls])
+    drawn = np.bincount(cls[sampled.starts[sampled.order(0, 0)]], minlength=5)
+    assert 0.35 < drawn[1] / drawn.sum() < 0.65  # balanced: about half steering, not 10 %
+    plain = Batches(FrameWindows(store, 4), 1, 1, None)
+    assert sorted(plain.order(0, 0).tolist()) == list(range(n))  # without balance: each step once
+
+
+def test_continuous_actions_map_to_what_the_step_does():
+    a = np.array([[0.0, 1.0, 0.0], [-0.5, 0.2, 0.0], [0.6, 0.0, 0.0], [0.0, 0.0, 0.8], [0.0, 0.0, 0.0]], np.float32)
+    assert action_classes(a).tolist() == [3, 2, 1, 4, 0]
+
+
+def test_continuous_runs_train_and_drive(tiny_demos_continuous, tmp_path):
+    m = train(_cfg(tiny_demos_continuous, tmp_path / "run", epochs=1), quiet=True)
+    assert "val_steer_mae" in m["best"]
+    policy = DrivingPolicy.from_run(tmp_path / "run")
+    assert policy.continuous and policy.select_action(np.zeros((96, 96, 3), np.uint8)).shape == (3,)
+
+
+def test_bad_input_ends_with_a_clear_message(tiny_demos, tiny_demos_continuous, tmp_path):
+    with pytest.raises(DataError, match="not a demonstration set"):
+        train(_cfg(str(tmp_path), tmp_path / "run"), quiet=True)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="not a demonstration set"):
+        train(_cfg(str(tmp_path / "empty"), tmp_path / "run"), quiet=True)
+    with pytest.raises(DataError, match="longer than episode"):
+        train(_cfg(tiny_demos, tmp_path / "run2", window=60), quiet=True)
+    with pytest.raises(DataError, match="mix action spaces"):
+        train(_cfg([tiny_demos, tiny_demos_continuous], tmp_path / "run3"), quiet=True)
+    with pytest.raises(ConfigError, match="nothing to resume"):
+        train(_cfg(tiny_demos, tmp_path / "run4"), resume=True, quiet=True)
+    with pytest.raises(ConfigError, match="balance must be one of"):
+        _cfg(tiny_demos, tmp_path / "x", balance="oversample")
+    train(_cfg(tiny_demos, tmp_path / "gru", epochs=1), quiet=True)
+    with pytest.raises(ConfigError, match="different network"):
+        train(_cfg(tiny_demos, tmp_path / "lstm", head="lstm", init_from=str(tmp_path / "gru")), quiet=True)
+
+
+def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):
+    """torchrun with two gloo processes: both take their share of batches, rank 0 writes."""
+    out = tmp_path / "ddp"
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+        "-m", "scripts.cli", "train", "--data", tiny_demos, "--out", str(out), "--head", "gru", "--window", "4",
+        "--epochs", "1", "--batch-size", "16", "--chunk", "4", "--device", "cpu", "--quiet",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=Path(__file__).parents[2])
+    assert result.returncode == 0, result.stderr[-2000:]
+    m = json.loads((out / "metrics.json").read_text())
+    single = len(Batches(FrameWindows(bc.Demos.load([tiny_demos]).store(
+        [k for k in bc.Demos.load([tiny_demos]).episodes if k not in json.loads((out / "config.json").read_text())["train"]["val_episodes"]]), 4), 4, 16, None))
+    assert m["finished"] and m["steps"] == single // 2  # each process took half of the batches

@@ -1,0 +1,68 @@
+"""Closed-loop evaluation: the leaderboard's figures, held-out seeds, interrupted runs."""
+
+import json
+
+import numpy as np
+import pytest
+
+from agents import evaluate as ev
+from agents.bc import TrainConfig, train
+from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
+from nac import ConfigError
+
+
+@pytest.fixture(scope="module")
+def two_runs(tiny_demos, tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    for head in ("gru", "nac"):
+        train(TrainConfig(data=[tiny_demos], out=str(root / head), head=head, window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
+    return [str(root / "gru"), str(root / "nac")]
+
+
+def test_a_leaderboard_ranks_runs_on_the_same_seeds_with_the_expert(two_runs, tmp_path):
+    rows = evaluate(EvaluateConfig(runs=two_runs, episodes=2, seed_start=500, workers=1, max_steps=60))
+    assert len(rows) == 3
+    assert [r["mean_return"] for r in rows] == sorted((r["mean_return"] for r in rows), reverse=True)
+    by_run = {r["run"]: r for r in rows}
+    expert = by_run["expert:track (discrete)"]
+    for path in two_runs:
+        r = by_run[path]
+        assert r["seeds"] == [500, 501] == expert["seeds"]
+        assert r["mean_return"] == pytest.approx(np.mean(r["returns"]))
+        assert r["std_return"] == pytest.approx(np.std(r["returns"], ddof=1))
+        assert r["latency_p50_ms"] > 0 and r["latency_p99_ms"] >= r["latency_p50_ms"]
+        assert 0 <= r["tiles_share"] <= 1 and r["ci95_low"] <= r["mean_return"] <= r["ci95_high"]
+    write_leaderboard(rows, tmp_path / "lb.json")
+    data = json.loads((tmp_path / "lb.json").read_text())
+    assert isinstance(data, list) and {"run", "mean_return", "std_return", "returns"} <= set(data[0])
+    table = to_markdown(rows)
+    assert table.count("\n") == 4 and "expert:track" in table
+
+
+def test_training_seeds_are_refused(two_runs):
+    with pytest.raises(ConfigError, match="include training episodes"):
+        evaluate(EvaluateConfig(runs=two_runs[:1], episodes=3, seed_start=0, workers=1, max_steps=10))
+
+
+def test_an_interrupted_evaluation_keeps_the_finished_episodes(two_runs, monkeypatch):
+    real = ev.drive
+    calls = {"n": 0}
+
+    def drive(job):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(job)
+
+    monkeypatch.setattr(ev, "drive", drive)
+    with pytest.raises(KeyboardInterrupt) as exc:
+        evaluate(EvaluateConfig(runs=two_runs, episodes=2, seed_start=500, workers=1, max_steps=30))
+    partial = exc.value.partial
+    assert sum(r["episodes"] for r in partial) == 2
+
+
+def test_not_a_run_is_a_clear_error(tmp_path, tiny_demos):
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        evaluate(EvaluateConfig(runs=[str(tmp_path)], episodes=1, workers=1))
+    with pytest.raises(ConfigError, match="weights must be one of"):
+        EvaluateConfig(runs=["x"], weights="final")

@@ -1,0 +1,23 @@
+"""Shared fixtures: tiny demonstration sets recorded by the project's own collector."""
+
+import pytest
+
+from agents.collect import CollectConfig, collect
+
+
+def _demos(tmp_path_factory, name: str, continuous: bool) -> str:
+    out = tmp_path_factory.mktemp(name) / "demos"
+    collect(CollectConfig(out=str(out), episodes=4, workers=1, max_steps=48, continuous=continuous))
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def tiny_demos(tmp_path_factory) -> str:
+    """4 discrete episodes of 48 steps by the track expert (seeds 0..3)."""
+    return _demos(tmp_path_factory, "discrete", False)
+
+
+@pytest.fixture(scope="session")
+def tiny_demos_continuous(tmp_path_factory) -> str:
+    """4 continuous episodes of 48 steps by the track expert (seeds 0..3)."""
+    return _demos(tmp_path_factory, "continuous", True)

@@ -1,0 +1,84 @@
+"""The CarRacing driving network: shapes, windows that share frames, persistence."""
+
+import pytest
+import torch
+
+from nac import ConfigError
+from nac.driving import DrivingNet, DrivingNetConfig, cnn_features
+
+HEADS = ["nac", "lstm", "cfc", "mha"]
+
+
+def test_the_cnn_is_the_papers():
+    net = DrivingNet(DrivingNetConfig(head="gru"))
+    convs = [m for m in net.cnn if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.in_channels, c.out_channels, c.kernel_size[0], c.stride[0]) for c in convs] == [(3, 10, 3, 2), (10, 20, 5, 2), (20, 30, 5, 2)]
+    assert cnn_features(96) == 30 * 9 * 9
+    assert net.mlp[0].out_features == 64
+
+
+@pytest.mark.parametrize("head", HEADS)
+@pytest.mark.parametrize("space, outputs", [("discrete", 5), ("continuous", 3)])
+def test_outputs_and_windows_that_share_frames(head, space, outputs):
+    torch.manual_seed(0)
+    net = DrivingNet(DrivingNetConfig(head=head, action_space=space, window=4)).eval()
+    frames = torch.randint(0, 256, (10, 96, 96, 3), dtype=torch.uint8)
+    index = torch.tensor([[0, 1, 2, 3], [2, 3, 4, 5], [6, 7, 8, 9]])
+    ts = index.float() / 50
+    with torch.no_grad():
+        shared = net(frames, ts, index=index)
+        separate = net(frames[index], ts)
+    assert shared.shape == (3, outputs)
+    assert torch.allclose(shared, separate, atol=1e-5)
+    if space == "continuous":
+        a = net.squash(shared)
+        assert (a[:, 0].abs() <= 1).all() and ((a[:, 1:] >= 0) & (a[:, 1:] <= 1)).all()
+
+
+def test_time_reaches_only_heads_that_take_it():
+    frames = torch.randint(0, 256, (2, 4, 96, 96, 3), dtype=torch.uint8)
+    ts = torch.tensor([[0.0, 0.02, 0.04, 0.06], [0.0, 0.1, 0.3, 0.6]])
+    for head, uses in [("nac", True), ("cfc", True), ("lstm", False)]:
+        torch.manual_seed(0)
+        net = DrivingNet(DrivingNetConfig(head=head, window=4)).eval()
+        with torch.no_grad():
+            moved = not torch.allclose(net(frames, ts), net(frames, ts * 3), atol=1e-6)
+        assert moved == uses, head
+        off = DrivingNet(DrivingNetConfig(head=head, window=4, use_time=False)).eval()
+        assert off.head_time(ts) is None
+
+
+def test_save_and_load_rebuild_the_same_network(tmp_path):
+    net = DrivingNet(DrivingNetConfig(head="nac", window=3, frame_stride=2, nac={"topk": 2, "mode": "euler"})).eval()
+    net.save(tmp_path, "best")
+    again = DrivingNet.load(tmp_path, "best").eval()
+    assert again.config == net.config
+    frames = torch.randint(0, 256, (1, 3, 96, 96, 3), dtype=torch.uint8)
+    with torch.no_grad():
+        assert torch.equal(net(frames), again(frames))
+
+
+def test_a_checkpoint_that_does_not_match_its_config_is_refused(tmp_path):
+    DrivingNet(DrivingNetConfig(head="lstm")).save(tmp_path, "best")
+    cfg = (tmp_path / "config.json").read_text().replace('"lstm"', '"gru"')
+    (tmp_path / "config.json").write_text(cfg)
+    with pytest.raises(ConfigError, match="do not match its config.json"):
+        DrivingNet.load(tmp_path, "best")
+    (tmp_path / "config.json").write_text(cfg.replace('"carracing"', '"udacity"'))
+    with pytest.raises(ConfigError, match="not a CarRacing driving run"):
+        DrivingNet.load(tmp_path, "best")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"head": "transformer"}, "unknown head 'transformer'"),
+        ({"action_space": "joystick"}, "action_space must be one of discrete, continuous"),
+        ({"window": 0}, "window must be >= 1"),
+        ({"nac": {"topk": 0}}, "topk must be >= 1"),
+        ({"num_heads": 5}, "divisible"),
+    ],
+)
+def test_bad_network_configs_say_what_is_allowed(options, message):
+    with pytest.raises(ConfigError, match=message):
+        DrivingNetConfig(**options)
