@@ -112,7 +112,7 @@ def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: l
         "head": info.head,
         "action_space": info.action_space,
         "weights": cfg.weights,
-        "actions": "sampled" if cfg.sample else "argmax",
+        "actions": "mean" if info.action_space == "continuous" else "sampled" if cfg.sample else "argmax",
         **summarize(r.episode_return for r in results),
         "finished_share": float(np.mean([r.lap_finished for r in results])) if results else 0.0,
         "tiles_share": float(np.mean([r.tiles_visited for r in results])) if results else 0.0,

@@ -49,3 +49,56 @@ def test_bench_writes_a_table_and_json(tmp_path):
     assert all(row["mean_s"] > 0 and row["peak_mb"] > 0 for row in data["table"])
     assert [r["seq_len"] for r in data["scaling"] if r["model"] == "NAC-sqrt/8k"] == [256]
     assert 0 <= data["sqrt_recall"][0]["random"] <= 1
+
+
+def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
+    run = tmp_path / "run"
+    r = _run("train", "--data", tiny_demos, "--out", str(run), "--head", "lstm", "--window", "4", "--epochs", "1", "--batch-size", "16", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "lstm: " in r.stdout and "best validation loss" in r.stdout
+    r = _run("dagger", "--run", str(run), "--episodes", "1", "--epochs", "1", "--workers", "1", "--max-steps", "30", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "round 1: beta 0.50" in r.stdout
+    lb = tmp_path / "lb.json"
+    r = _run("evaluate", str(run), "--episodes", "1", "--seed-start", "700", "--workers", "1", "--max-steps", "30", "--json", str(lb))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(lb.read_text())
+    assert [row["run"] for row in rows if not row.get("reference")] == [str(run)]
+    assert "| 1 |" in r.stdout and "expert:track (discrete)" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["train", "--data", "/nonexistent", "--out", "/tmp/x"], "/nonexistent is not a folder"),
+        (["train", "--data", ".", "--out", "/tmp/x", "--head", "transformer"], "invalid choice: 'transformer'"),
+        (["train", "--data", ".", "--out", "/tmp/x", "--lr", "-1"], "expected a number > 0, got '-1'"),
+        (["train", "--data", ".", "--out", "/tmp/x", "--nac", "topk"], "expected KEY=VALUE, got 'topk'"),
+        (["evaluate", "/nonexistent"], "config.json not found"),
+        (["dagger", "--run", "/nonexistent"], "not a training run"),
+    ],
+)
+def test_bad_training_and_evaluation_input_is_one_line(argv, expected):
+    result = _run(*argv)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
+    out = tmp_path / "qs"
+    r = _run(
+        "quickstart", "--out", str(out), "--episodes", "2", "--train-minutes", "0.05", "--dagger-episodes", "1",
+        "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40",
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = (out / "report.md").read_text()
+    assert "| 1 |" in report and "expert:track (continuous)" in report and str(out / "nac") in report
+    assert (out / "nac" / "best.safetensors").is_file() and (out / "nac" / "dagger" / "manifest.json").is_file()
+    again = _run(
+        "quickstart", "--out", str(out), "--episodes", "2", "--train-minutes", "0.05", "--dagger-episodes", "1",
+        "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40",
+    )
+    assert again.returncode == 0, again.stderr[-2000:]  # a finished quick start is not redone, only re-reported
+    assert json.loads((out / "nac" / "dagger.json").read_text())["rounds"][0]["trained"]

@@ -1,0 +1,125 @@
+"""`nacdrive quickstart`: from nothing to a NAC policy driving CarRacing, on a laptop CPU.
+
+Collect demonstrations with the privileged track expert, behaviour-clone a CNN + NAC policy,
+one DAgger round, evaluate on held-out seeds beside the expert, and write a report. Every stage
+is resumable: running the command again continues where an interruption left it, and a
+finished stage is not redone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.bc import TrainConfig, train
+from agents.collect import CollectConfig, collect
+from agents.dagger import DaggerConfig, dagger
+from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
+from datasets.demos import DemoSet
+from nac.layer import _need
+
+
+@dataclass
+class QuickstartConfig:
+    out: str = "runs/quickstart"  # everything goes here
+    head: str = "nac"  # the sequence head to train
+    continuous: bool = True  # continuous actions (the expert finishes every lap); False: 5 discrete
+    episodes: int = 20  # expert demonstrations (seeds 0 ..)
+    train_minutes: float = 5.0  # behaviour cloning
+    dagger_episodes: int = 10  # policy rollouts labelled by the expert
+    dagger_minutes: float = 2.5  # training after the DAgger round
+    eval_episodes: int = 10  # held-out seeds from eval_seed_start
+    eval_seed_start: int = 10000
+    workers: int = 0  # processes for driving; 0 = up to 2
+    max_steps: int = 1000  # steps per episode (CarRacing's limit)
+
+    def __post_init__(self) -> None:
+        _need(self.episodes >= 2, f"episodes must be >= 2 (one is held out for validation; got {self.episodes})")
+        _need(self.train_minutes > 0 and self.dagger_minutes > 0, "training minutes must be > 0")
+        _need(self.dagger_episodes >= 1 and self.eval_episodes >= 1, "episode counts must be >= 1")
+
+
+def _stage(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data, run = out / "demos", out / cfg.head
+    started = time.monotonic()
+    timings: dict[str, float] = {}
+
+    def timed(name: str, t0: float) -> None:
+        timings[name] = round(time.monotonic() - t0, 1)
+
+    t0 = time.monotonic()
+    _stage(f"1/4 recording {cfg.episodes} demonstrations with the track expert -> {data}")
+    resume = (data / "manifest.json").is_file()
+    if not resume or len(DemoSet(data).episodes) < cfg.episodes:
+        collect(CollectConfig(out=str(data), episodes=cfg.episodes, continuous=cfg.continuous, workers=cfg.workers, resume=resume, max_steps=cfg.max_steps))
+    timed("collect", t0)
+
+    t0 = time.monotonic()
+    _stage(f"2/4 behaviour cloning CNN + {cfg.head} for {cfg.train_minutes:g} min -> {run}")
+    train_cfg = TrainConfig(data=[str(data)], out=str(run), head=cfg.head, minutes=cfg.train_minutes)
+    state_file = run / "train_state.json"
+    if not state_file.is_file():
+        train(train_cfg)
+    elif not (run / "dagger.json").is_file():
+        train(train_cfg, resume=True)
+    timed("train", t0)
+
+    t0 = time.monotonic()
+    _stage(f"3/4 one DAgger round: {cfg.dagger_episodes} policy rollouts labelled by the expert, {cfg.dagger_minutes:g} min of training")
+    dagger(DaggerConfig(run=str(run), rounds=1, episodes=cfg.dagger_episodes, minutes=cfg.dagger_minutes, workers=cfg.workers, max_steps=cfg.max_steps))
+    timed("dagger", t0)
+
+    t0 = time.monotonic()
+    _stage(f"4/4 closed-loop evaluation on {cfg.eval_episodes} held-out seeds ({cfg.eval_seed_start}..), with the expert")
+    rows = evaluate(EvaluateConfig(runs=[str(run)], episodes=cfg.eval_episodes, seed_start=cfg.eval_seed_start, workers=cfg.workers, max_steps=cfg.max_steps))
+    write_leaderboard(rows, out / "leaderboard.json")
+    timed("evaluate", t0)
+    timings["total"] = round(time.monotonic() - started, 1)
+
+    report = _report(cfg, rows, run, data, timings)
+    (out / "report.md").write_text(report)
+    (out / "quickstart.json").write_text(json.dumps({"config": asdict(cfg), "timings_s": timings, "leaderboard": rows}, indent=2) + "\n")
+    return {"report": str(out / "report.md"), "rows": rows, "timings": timings}
+
+
+def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: Path, timings: dict[str, float]) -> str:
+    metrics = json.loads((run / "metrics.json").read_text())
+    dag = json.loads((run / "dagger.json").read_text())
+    best = metrics.get("best") or {}
+    space = "continuous (steer, gas, brake)" if cfg.continuous else "discrete (5 actions)"
+    lines = [
+        "# nacdrive quickstart report",
+        "",
+        f"CNN + {cfg.head} policy for gymnasium CarRacing-v3, {space} actions, trained on this machine's CPU.",
+        "",
+        "## Closed loop (held-out seeds, argmax actions, full 1000-step episodes)",
+        "",
+        to_markdown(rows),
+        "",
+        "## Training",
+        "",
+        f"- demonstrations: {data} ({cfg.episodes} track-expert episodes, seeds 0..{cfg.episodes - 1})",
+        f"- behaviour cloning: {cfg.train_minutes:g} min, then one DAgger round of {cfg.dagger_episodes} rollouts "
+        f"(mean return while collecting {dag['rounds'][0].get('rollout_mean_return', float('nan')):.1f}) and {cfg.dagger_minutes:g} min",
+        f"- offline, held-out episodes: validation loss {best.get('val_loss', float('nan')):.4f}, "
+        f"action-class accuracy {best.get('val_accuracy', float('nan')):.1%}"
+        + (f", steering MAE {best['val_steer_mae']:.3f}" if "val_steer_mae" in best else ""),
+        f"- time per stage (s): {', '.join(f'{k} {v}' for k, v in timings.items())}",
+        "",
+        "## Where things are",
+        "",
+        f"- policy run folder: `{run}` (config.json, best/last weights, metrics.json, TensorBoard in `{run}/tb`)",
+        f"- leaderboard: `{Path(cfg.out) / 'leaderboard.json'}`",
+        f"- drive it again: `nacdrive evaluate {run} --episodes 50`",
+        "",
+    ]
+    return "\n".join(lines)
