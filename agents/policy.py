@@ -7,6 +7,7 @@ step costs the same at step 5 as at step 900 and gives exactly what training's w
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ class DrivingPolicy:
             self._rng = np.random.default_rng(seed)
         self._steps = 0
         self._first: tuple[torch.Tensor, torch.Tensor] | None = None  # first frame's features and time
+        self._recent: deque[tuple[torch.Tensor, torch.Tensor]] = deque(maxlen=self.cfg.span)  # for window()
         # One head stream per phase of the frame stride: stream p sees steps p, p + s, p + 2s, ...
         self._streams: list[Any] = [None] * self.cfg.frame_stride
 
@@ -87,6 +89,7 @@ class DrivingPolicy:
         t_ = torch.tensor([t], dtype=torch.float32, device=self.device)
         if self._first is None:
             self._first = (feat, t_)
+        self._recent.append((feat, t_))
         phase = self._steps % self.cfg.frame_stride
         head = self.net.head
         if self._streams[phase] is None:
@@ -100,6 +103,18 @@ class DrivingPolicy:
         raw = self.net.readout(h)[0]  # (A,)
         self._steps += 1
         return self._act(raw)
+
+    def window(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The features (1, W, F) and times (1, W) the head saw at the latest step, as training's
+        windows cut them (for overlays and analysis; the stream itself does not need them)."""
+        if self._first is None:
+            raise RuntimeError("window() needs at least one select_action() since reset()")
+        n = len(self._recent)
+        picks = []
+        for k in range(self.cfg.window - 1, -1, -1):
+            back = k * self.cfg.frame_stride  # steps before the latest
+            picks.append(self._recent[n - 1 - back] if back < n and self._steps - 1 - back >= 0 else self._first)
+        return torch.cat([f for f, _ in picks])[None], torch.cat([t for _, t in picks])[None]
 
     def _act(self, raw: torch.Tensor) -> Any:
         if self.continuous:

@@ -144,6 +144,11 @@ class SequenceHead(nn.Module):
         tail = self._sequence(xs, tw, None)[:, -1].reshape(b, t - w + 1, -1)
         return torch.cat([head, tail], 1)
 
+    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None) -> Tensor | None:
+        """(B, T) how much the last step attends to each step of x (mean over heads), or None
+        for heads that do not attend (recurrent heads)."""
+        return None
+
     # Generic streaming: keep the inputs of the visible past and rerun forward on them.
     # Attention heads without a cheaper cache and windowed recurrent heads use it; NAC caches
     # its keys and unwindowed recurrent heads carry their state instead.
@@ -201,6 +206,12 @@ class NACHead(_Readout):
         sequences = self.config.return_sequences  # with False NAC computes only the last query
         y = self.readout(self.nac(x, timestamps, key_padding_mask, return_sequences=sequences))
         return y if sequences else y[:, None]
+
+    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None) -> Tensor | None:
+        _, details = self.nac(x, timestamps if self.accepts_time else None, return_details=True, return_sequences=False)
+        b, h = details.weights.shape[:2]
+        dense = x.new_zeros(b, h, x.shape[1]).scatter_add(-1, details.indices[:, :, 0], details.weights[:, :, 0])
+        return dense.mean(1)  # (B, T)
 
     def init_state(self, batch_size: int = 1) -> Any:
         return self.nac.init_state(batch_size)
@@ -382,12 +393,11 @@ class MHAHead(_Readout):
         y, _ = self.mha(q, e, e, key_padding_mask=key_padding_mask, attn_mask=None if allowed is None else ~allowed, need_weights=False)
         return self.readout(y)
 
-    def attention_weights(self, x: Tensor) -> Tensor:
-        """(B, heads, 1, T): the last step's weights over the window (for overlays)."""
+    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None) -> Tensor | None:
         e = self.embed(x)
         allowed = _attn_mask(x, self.config, 1)
-        _, w = self.mha(e[:, -1:], e, e, attn_mask=None if allowed is None else ~allowed, need_weights=True, average_attn_weights=False)
-        return w
+        _, w = self.mha(e[:, -1:], e, e, attn_mask=None if allowed is None else ~allowed, need_weights=True)
+        return w[:, 0]  # (B, T), averaged over heads by torch
 
 
 @register("attention")
@@ -409,3 +419,11 @@ class AttentionHead(_Readout):
             keep = ~key_padding_mask[:, None, :]  # (B, 1, T)
             mask = keep if mask is None else mask[None] & keep
         return self.readout(F.scaled_dot_product_attention(q, self.k(x), self.v(x), attn_mask=mask))
+
+    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None) -> Tensor | None:
+        q, k = self.q(x[:, -1:]), self.k(x)  # (B, 1, d), (B, T, d)
+        logits = (q @ k.transpose(1, 2))[:, 0] / k.shape[-1] ** 0.5  # (B, T)
+        allowed = _attn_mask(x, self.config, 1)
+        if allowed is not None:
+            logits = logits.masked_fill(~allowed, float("-inf"))
+        return logits.softmax(-1)

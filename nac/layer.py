@@ -217,8 +217,21 @@ class _MaskedLinear(nn.Linear):
             self.weight.uniform_(-1.0, 1.0).mul_(bound)
             self.bias.uniform_(-1.0, 1.0).mul_(bound.squeeze(1))
 
+        self._cache: tuple[tuple[int, ...], Tensor] | None = None
+
+    def masked_weight(self) -> Tensor:
+        if torch.is_grad_enabled():
+            return self.weight * self.mask
+        # Without autograd (closed loop), reuse the product until the weight or mask changes
+        # (in-place updates bump _version; moving devices changes data_ptr): a step streams one
+        # input row, so the 155k-element product would otherwise cost more than the matmul.
+        key = (self.weight._version, self.weight.data_ptr(), self.mask._version, self.mask.data_ptr())
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self.weight * self.mask)
+        return self._cache[1]
+
     def forward(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight * self.mask, self.bias)
+        return F.linear(x, self.masked_weight(), self.bias)
 
 
 class NAC(nn.Module):

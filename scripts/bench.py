@@ -18,20 +18,27 @@ def register(sub: argparse._SubParsersAction) -> None:
             "The paper's Appendix D.4 setting: T=1024 steps, 64 features, 4 heads, batch 1, ten "
             "forward passes; mean time and peak tensor memory for NAC (Top-K 2/8/32, sqrt, "
             "pairwise), torch MHA, LSTM, GRU, CfC, LTC (and torch-nac when installed), all in "
-            "one process; then NAC-8k and sqrt at T=256..8192, and sqrt's recall of exact Top-K."
+            "one process; then NAC-8k and sqrt at T=256..8192, and sqrt's recall of exact Top-K. "
+            "'bench policy' times DrivingPolicy.select_action per step (one CNN pass + the head's streaming "
+            "step) over 1000 real CarRacing frames on one CPU thread: p50/p90/p99/max per policy."
         ),
     )
-    p.add_argument("target", choices=["nac"], help="what to benchmark")
+    p.add_argument("target", choices=["nac", "policy"], help="nac: the layer (Appendix D.4); policy: closed-loop step latency")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--seq-len", type=positive_int, default=1024, help="T of the main table (default 1024)")
     p.add_argument("--passes", type=positive_int, default=10, help="timed forward passes (default 10)")
     p.add_argument("--max-len", type=positive_int, default=8192, help="longest T of the growth table (default 8192)")
     p.add_argument("--threads", type=non_negative_int, default=0, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--skip-pairwise", action="store_true", help="leave out NAC-PW (O(T^2) memory)")
+    p.add_argument("--runs", nargs="+", default=[], metavar="RUN", help="policy: run folders to time")
+    p.add_argument("--heads", nargs="*", default=None, metavar="HEAD", help="policy: untrained networks to time (default nac lstm gru cfc mha without --runs)")
+    p.add_argument("--steps", type=positive_int, default=1000, help="policy: steps timed (default 1000)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.target == "policy":
+        return run_policy(args)
     from nac.bench import BenchConfig, run as run_bench, to_markdown
 
     scaling = tuple(t for t in (256, 512, 1024, 2048, 4096, 8192, 16384) if t <= args.max_len)
@@ -43,5 +50,20 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def run_policy(args: argparse.Namespace) -> int:
+    from agents.latency import bench_policies
+
+    heads = args.heads if args.heads is not None else ([] if args.runs else ["nac", "lstm", "gru", "cfc", "mha"])
+    rows = bench_policies(args.runs, heads, steps=args.steps, threads=args.threads or 1)
+    print("| policy | head | p50 ms | p90 ms | p99 ms | max ms |\n|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['policy']} | {r['head']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.2f} |")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
         print(f"\nwrote {args.json}")
     return 0

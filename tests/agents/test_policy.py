@@ -26,6 +26,12 @@ def test_streaming_equals_the_training_windows(head, stride, tiny_demos):
     for t in range(30):
         policy.select_action(episode.frames[t])
         probs.append(policy.last["probs"])
+        if t in (0, 2, 29):  # the window the head saw is the training window
+            feats, times = policy.window()
+            with torch.no_grad():
+                again = net.decide(feats, times).softmax(-1)[0]
+            assert np.allclose(again.numpy(), expected[t].numpy(), atol=1e-4)
+            assert np.allclose(times[0].numpy(), episode.timestamps[idx[t]], atol=1e-6)
     assert np.allclose(np.stack(probs), expected.numpy(), atol=1e-4)
     policy.reset()  # a new episode starts from an empty window
     policy.select_action(episode.frames[0])

@@ -127,3 +127,17 @@ def test_nac_variants_are_presets_of_one_layer():
 def test_bad_head_configs_say_what_is_allowed(options, message):
     with pytest.raises(ConfigError, match=message):
         HeadConfig.from_dict(options)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_attention_heads_say_where_the_last_step_looks(name):
+    head = build_head(name, input_dim=10, d_model=16, num_heads=4, causal=True, window=3).eval()
+    x = torch.randn(2, 6, 10)
+    with torch.no_grad():
+        w = head.last_step_attention(x, torch.cumsum(torch.rand(2, 6) + 0.1, 1))
+    if not head.is_attention:
+        assert w is None
+        return
+    assert w.shape == (2, 6)
+    assert torch.allclose(w.sum(-1), torch.ones(2), atol=1e-5)
+    assert (w[:, :3] == 0).all() and (w >= 0).all()  # only the last 3 steps are in the window

@@ -220,3 +220,15 @@ def test_loading_weights_that_do_not_match_the_config_says_so(tmp_path):
 def test_bad_config_values_say_what_is_allowed(bad, message):
     with pytest.raises(ConfigError, match=message):
         NACConfig.from_dict(bad)
+
+
+def test_inference_reuses_the_masked_weight_until_the_weight_changes():
+    layer = NAC(d_model=16, num_heads=4, input_dim=12).eval()
+    x = torch.randn(2, 5, 12)
+    with torch.no_grad():
+        before = layer(x)
+        assert torch.equal(layer(x), before)
+        layer.q_proj.weight.mul_(2.0)  # an in-place change, as an optimizer step or load makes
+        after = layer(x)
+    assert not torch.allclose(after, before)
+    assert torch.allclose(after, layer(x))  # with autograd: the product is made afresh
