@@ -1,0 +1,34 @@
+"""nacdrive explain: the figures are written, non-empty, and match the head."""
+
+import json
+
+import torch
+from PIL import Image
+
+from agents.explain import ExplainConfig, explain
+from nac.driving import DrivingNet, DrivingNetConfig
+
+
+def _run(tmp_path, head):
+    torch.manual_seed(0)
+    DrivingNet(DrivingNetConfig(head=head, window=3, num_heads=4)).save(tmp_path / head, "best", {"train": {}})
+    return str(tmp_path / head)
+
+
+def test_nac_policies_get_gate_figures_saliency_and_actions(tmp_path):
+    r = explain(ExplainConfig(run=_run(tmp_path, "nac"), out=str(tmp_path / "fig"), seed=5, max_steps=30, saliency_frames=3))
+    names = sorted(p.split("/")[-1] for p in r["figures"])
+    assert names == ["actions.png", "logits.png", "omega_tau.png", "omega_tau_by_action.png", "phi.png", "saliency.png"]
+    for p in r["figures"]:
+        with Image.open(p) as im:
+            assert im.size[0] > 200 and im.size[1] > 150
+    md = (tmp_path / "fig" / "explain.md").read_text()
+    assert "omega_tau" in md and "| action |" in md
+    summary = json.loads((tmp_path / "fig" / "explain.json").read_text())
+    assert summary["steps"] == 30 and all(len(v) == 4 for v in summary["omega_tau_by_action"].values())
+
+
+def test_recurrent_policies_get_no_gate_figures(tmp_path):
+    r = explain(ExplainConfig(run=_run(tmp_path, "gru"), out=str(tmp_path / "fig"), seed=5, max_steps=20, saliency_frames=2))
+    assert sorted(p.split("/")[-1] for p in r["figures"]) == ["actions.png", "saliency.png"]
+    assert "not a NAC head" in (tmp_path / "fig" / "explain.md").read_text()
