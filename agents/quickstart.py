@@ -1,7 +1,8 @@
 """`nacdrive quickstart`: from nothing to a NAC policy driving CarRacing, on a laptop CPU.
 
 Collect demonstrations with the privileged track expert, behaviour-clone a CNN + NAC policy,
-one DAgger round, evaluate on held-out seeds beside the expert, and write a report. Every stage
+one DAgger round, evaluate on held-out seeds beside the expert, record a video, and write a
+report. Every stage
 is resumable: running the command again continues where an interruption left it, and a
 finished stage is not redone.
 """
@@ -18,6 +19,7 @@ from agents.bc import TrainConfig, train
 from agents.collect import CollectConfig, collect
 from agents.dagger import DaggerConfig, dagger
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
+from agents.video import RecordConfig, record_video
 from datasets.demos import DemoSet
 from nac.layer import _need
 
@@ -57,14 +59,14 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
         timings[name] = round(time.monotonic() - t0, 1)
 
     t0 = time.monotonic()
-    _stage(f"1/4 recording {cfg.episodes} demonstrations with the track expert -> {data}")
+    _stage(f"1/5 recording {cfg.episodes} demonstrations with the track expert -> {data}")
     resume = (data / "manifest.json").is_file()
     if not resume or len(DemoSet(data).episodes) < cfg.episodes:
         collect(CollectConfig(out=str(data), episodes=cfg.episodes, continuous=cfg.continuous, workers=cfg.workers, resume=resume, max_steps=cfg.max_steps))
     timed("collect", t0)
 
     t0 = time.monotonic()
-    _stage(f"2/4 behaviour cloning CNN + {cfg.head} for {cfg.train_minutes:g} min -> {run}")
+    _stage(f"2/5 behaviour cloning CNN + {cfg.head} for {cfg.train_minutes:g} min -> {run}")
     train_cfg = TrainConfig(data=[str(data)], out=str(run), head=cfg.head, minutes=cfg.train_minutes)
     state_file = run / "train_state.json"
     if not state_file.is_file():
@@ -74,24 +76,30 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("train", t0)
 
     t0 = time.monotonic()
-    _stage(f"3/4 one DAgger round: {cfg.dagger_episodes} policy rollouts labelled by the expert, {cfg.dagger_minutes:g} min of training")
+    _stage(f"3/5 one DAgger round: {cfg.dagger_episodes} policy rollouts labelled by the expert, {cfg.dagger_minutes:g} min of training")
     dagger(DaggerConfig(run=str(run), rounds=1, episodes=cfg.dagger_episodes, minutes=cfg.dagger_minutes, workers=cfg.workers, max_steps=cfg.max_steps))
     timed("dagger", t0)
 
     t0 = time.monotonic()
-    _stage(f"4/4 closed-loop evaluation on {cfg.eval_episodes} held-out seeds ({cfg.eval_seed_start}..), with the expert")
+    _stage(f"4/5 closed-loop evaluation on {cfg.eval_episodes} held-out seeds ({cfg.eval_seed_start}..), with the expert")
     rows = evaluate(EvaluateConfig(runs=[str(run)], episodes=cfg.eval_episodes, seed_start=cfg.eval_seed_start, workers=cfg.workers, max_steps=cfg.max_steps))
     write_leaderboard(rows, out / "leaderboard.json")
     timed("evaluate", t0)
+
+    t0 = time.monotonic()
+    video_path = out / f"{cfg.head}_seed{cfg.eval_seed_start}.mp4"
+    _stage(f"5/5 evaluation video of seed {cfg.eval_seed_start} -> {video_path}")
+    record_video(RecordConfig(out=str(video_path), runs=[str(run)], seed=cfg.eval_seed_start, max_steps=cfg.max_steps))
+    timed("video", t0)
     timings["total"] = round(time.monotonic() - started, 1)
 
-    report = _report(cfg, rows, run, data, timings)
+    report = _report(cfg, rows, run, data, timings, video_path)
     (out / "report.md").write_text(report)
     (out / "quickstart.json").write_text(json.dumps({"config": asdict(cfg), "timings_s": timings, "leaderboard": rows}, indent=2) + "\n")
     return {"report": str(out / "report.md"), "rows": rows, "timings": timings}
 
 
-def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: Path, timings: dict[str, float]) -> str:
+def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: Path, timings: dict[str, float], video: Path) -> str:
     metrics = json.loads((run / "metrics.json").read_text())
     dag = json.loads((run / "dagger.json").read_text())
     best = metrics.get("best") or {}
@@ -119,6 +127,8 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         "",
         f"- policy run folder: `{run}` (config.json, best/last weights, metrics.json, TensorBoard in `{run}/tb`)",
         f"- leaderboard: `{Path(cfg.out) / 'leaderboard.json'}`",
+        f"- evaluation video (H.264, saliency and action overlays): `{video}`",
+        f"- figures of what the policy does: `nacdrive explain {run} --out {Path(cfg.out) / 'explain'}`",
         f"- drive it again: `nacdrive evaluate {run} --episodes 50`",
         "",
     ]

@@ -12,11 +12,11 @@ from scripts.train import positive_float
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "quickstart",
-        help="record demonstrations, train a NAC policy, DAgger, evaluate, report (about 12 min on 2 CPU cores)",
+        help="record demonstrations, train a NAC policy, DAgger, evaluate, video, report (about 13 min on 2 CPU cores)",
         description=(
             "From nothing to a CNN + NAC policy driving CarRacing-v3: records demonstrations with the privileged "
             "track expert, behaviour-clones the policy on CPU, runs one DAgger round, evaluates it on held-out "
-            "seeds beside the expert and writes OUT/report.md. Nothing is downloaded. Run it again to continue "
+            "seeds beside the expert, records an evaluation video and writes OUT/report.md. Nothing is downloaded. Run it again to continue "
             "after an interruption."
         ),
     )

@@ -96,6 +96,7 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     report = (out / "report.md").read_text()
     assert "| 1 |" in report and "expert:track (continuous)" in report and str(out / "nac") in report
     assert (out / "nac" / "best.safetensors").is_file() and (out / "nac" / "dagger" / "manifest.json").is_file()
+    assert (out / "nac_seed10000.mp4").stat().st_size > 10_000 and "nac_seed10000.mp4" in report
     again = _run(
         "quickstart", "--out", str(out), "--episodes", "2", "--train-minutes", "0.05", "--dagger-episodes", "1",
         "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40",
