@@ -1,96 +1,37 @@
-"""Behaviour cloning of a driving network on windows of demonstration frames.
-
-A run folder holds everything: config.json (the network and the training config, resolved),
-best.safetensors and last.safetensors (weights), metrics.json, TensorBoard events in tb/, and
-train_state.* (weights, optimizer and counters) from which --resume continues. Checkpoints hold
-no pickles: tensors in safetensors, everything else in JSON.
+"""Behaviour cloning of the CarRacing driving network on windows of demonstration frames.
 
 Batches are made of chunks of consecutive labelled steps: their windows overlap, so each
 distinct frame is encoded once per batch (a chunk of 8 steps with windows of 8 frames needs 15
-frames, not 64). The order of an epoch is a function of (seed, epoch) and dropout is seeded per
-step, so a resumed run takes the same steps as an uninterrupted one.
+frames, not 64). The loop itself (devices, budget, checkpoints, resume) is agents.training's.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 from tqdm import tqdm
 
 from agents.policy import resolve_device
+from agents.training import TrainConfig, fit, init_distributed, prepare_run, write_json
 from datasets.demos import DataError, DemoSet, Episode
 from datasets.windows import FrameStore, FrameWindows, kfold_by_episode, split_by_episode
 from nac.driving import DrivingNet, DrivingNetConfig
-from nac.layer import ConfigError, _need
+from nac.layer import ConfigError
 
-BALANCE = ("weights", "sampler", "none")
 CLASSES = ("noop", "right", "left", "gas", "brake")  # what a step does, in either action space
-STATE = "train_state"
 
 
-@dataclass
-class TrainConfig:
-    """Behaviour cloning of one driving network (`nacdrive train`)."""
-
-    data: list[str]  # demonstration folders (nacdrive collect; DAgger adds its own)
-    out: str  # the run folder
-    head: str = "nac"  # sequence head (nac.heads.head_names())
-    window: int = 8  # frames per window, labelled with the expert's action at the last one
-    frame_stride: int = 1  # steps between a window's frames
-    epochs: int | None = None  # passes over the training windows; None: 10, or no limit with minutes
-    minutes: float | None = None  # stop after this much training time (summed over resumed sessions)
-    batch_size: int = 32  # labelled windows per step (the paper's 32)
-    lr: float = 1e-4  # Adam learning rate (the paper's 1e-4)
-    chunk: int = 8  # consecutive labelled steps per group in a batch (they share frames)
-    balance: str = "weights"  # class imbalance: "weights" (weighted loss), "sampler", "none"
-    val_fraction: float = 0.2  # share of episodes held out for validation
-    val_episodes: list[str] | None = None  # the held-out episodes ("folder:seed"); resolved at start
-    folds: int = 1  # > 1: k-fold cross-validation by episode, one sub-run per fold
-    device: str = "auto"  # auto (cuda when present), cpu, cuda, cuda:N
-    seed: int = 0  # order of batches, dropout, initial weights, split
-    net: dict[str, Any] = field(default_factory=dict)  # more DrivingNetConfig options (d_model, nac, ...)
-    checkpoint_seconds: float = 60.0  # how often the resumable state is written
-    init_from: str | None = None  # start from this run's best weights (must be the same network)
-
-    def __post_init__(self) -> None:
-        _need(bool(self.data), "give at least one demonstration folder (--data)")
-        _need(len(set(map(os.path.abspath, self.data))) == len(self.data), "a demonstration folder is given twice")
-        _need(self.epochs is None or self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
-        _need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
-        _need(self.batch_size >= 1, f"batch size must be >= 1 (got {self.batch_size})")
-        _need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
-        _need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
-        _need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
-        _need(0 < self.val_fraction < 1, f"validation fraction must be between 0 and 1 (got {self.val_fraction})")
-        _need(self.folds >= 1, f"folds must be >= 1 (got {self.folds})")
-        _need(self.checkpoint_seconds > 0, "checkpoint_seconds must be > 0")
-
-    @property
-    def max_epochs(self) -> float:
-        if self.epochs is not None:
-            return self.epochs
-        return math.inf if self.minutes is not None else 10
-
-    def net_config(self, action_space: str) -> DrivingNetConfig:
-        return DrivingNetConfig.from_dict(
-            {**self.net, "head": self.head, "window": self.window, "frame_stride": self.frame_stride, "action_space": action_space}
-        )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+def net_config(cfg: TrainConfig, action_space: str) -> DrivingNetConfig:
+    return DrivingNetConfig.from_dict(
+        {**cfg.net, "head": cfg.head, "window": cfg.window, "frame_stride": cfg.frame_stride, "action_space": action_space}
+    )
 
 
 # ---------------------------------------------------------------------- data
@@ -232,86 +173,6 @@ def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch
     return out
 
 
-# ---------------------------------------------------------------------- resumable state
-def _save_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, counters: dict[str, Any]) -> None:
-    """Weights + optimizer tensors in alternating safetensors files, then the JSON that names
-    the newer one: an interruption at any point leaves one consistent state."""
-    slot = 1 - counters.get("slot", 1)
-    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
-    opt_state = opt.state_dict()
-    for pid, st in opt_state["state"].items():
-        for name, value in st.items():
-            tensors[f"opt.{pid}.{name}"] = torch.as_tensor(value).detach().cpu().contiguous()
-    tmp = run / f".{STATE}.{slot}.tmp"
-    save_file(tensors, str(tmp))
-    tmp.replace(run / f"{STATE}.{slot}.safetensors")
-    counters = {**counters, "slot": slot, "param_groups": opt_state["param_groups"]}
-    _write_json(run / f"{STATE}.json", counters)
-
-
-def _load_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
-    counters = json.loads((run / f"{STATE}.json").read_text())
-    tensors = load_file(str(run / f"{STATE}.{counters['slot']}.safetensors"))
-    net.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-    state: dict[int, dict[str, Tensor]] = {}
-    for k, v in tensors.items():
-        if k.startswith("opt."):
-            _, pid, name = k.split(".", 2)
-            state.setdefault(int(pid), {})[name] = v
-    opt.load_state_dict({"state": state, "param_groups": counters["param_groups"]})
-    return counters
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
-
-
-# ---------------------------------------------------------------------- distributed (torchrun)
-@dataclass
-class _Dist:
-    rank: int = 0
-    world: int = 1
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def _init_distributed(device: torch.device) -> tuple[_Dist, torch.device]:
-    """Under torchrun (WORLD_SIZE > 1): one process per GPU (or CPU process with gloo)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return _Dist(), device
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    return _Dist(dist.get_rank(), dist.get_world_size()), device
-
-
-def _barrier(d: _Dist) -> None:
-    if d.world > 1:
-        import torch.distributed as dist
-
-        dist.barrier()
-
-
-def _any(d: _Dist, flag: bool, device: torch.device) -> bool:
-    """True when any process says so (processes must stop at the same step under DDP)."""
-    if d.world <= 1:
-        return flag
-    import torch.distributed as dist
-
-    t = torch.tensor([float(flag)], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
-
-
 # ---------------------------------------------------------------------- training
 def _resolve(cfg: TrainConfig, demos: Demos, fold_split: tuple[list[str], list[str]] | None) -> TrainConfig:
     if cfg.val_episodes is None:
@@ -324,26 +185,8 @@ def _resolve(cfg: TrainConfig, demos: Demos, fold_split: tuple[list[str], list[s
     return cfg
 
 
-def prepare_run(cfg: TrainConfig, resume: bool) -> TrainConfig:
-    """Refuse to overwrite a run; on resume, the saved config (with the given budget) wins."""
-    run = Path(cfg.out)
-    saved = run / "config.json"
-    if resume:
-        if not saved.is_file():
-            raise ConfigError(f"nothing to resume in {run}: it holds no training run")
-        data = json.loads(saved.read_text())
-        if data.get("task") != "carracing" or "train" not in data:
-            raise ConfigError(f"{run} is not a CarRacing training run; cannot resume it")
-        old = TrainConfig.from_dict(data["train"])
-        return TrainConfig.from_dict({**asdict(old), "epochs": cfg.epochs or old.epochs, "minutes": cfg.minutes or old.minutes})
-    if run.exists() and any(run.iterdir()):
-        raise ConfigError(f"{run} is not empty; use --resume to continue the run there, or another --out")
-    return cfg
-
-
-def train(cfg: TrainConfig, resume: bool = False, quiet: bool = False, restart_best: bool = False) -> dict[str, Any]:
-    """Train (or resume) a run; k-fold when cfg.folds > 1. Returns the run's metrics.
-    restart_best: on resume, "best" is chosen among the checkpoints from here on."""
+def train_carracing(cfg: TrainConfig, resume: bool = False, quiet: bool = False, restart_best: bool = False) -> dict[str, Any]:
+    """Train (or resume) a CarRacing run; k-fold when cfg.folds > 1. Returns the run's metrics."""
     cfg = prepare_run(cfg, resume)
     if cfg.folds > 1:
         return _train_folds(cfg, resume, quiet)
@@ -376,7 +219,7 @@ def _train_folds(cfg: TrainConfig, resume: bool, quiet: bool) -> dict[str, Any]:
         "per_fold": [r["best"] for r in results],
         "config": asdict(cfg),
     }
-    _write_json(run / "metrics.json", summary)
+    write_json(run / "metrics.json", summary)
     return summary
 
 
@@ -384,151 +227,57 @@ def _train_one(
     cfg: TrainConfig, demos: Demos, fold_split: tuple[list[str], list[str]] | None, resume: bool, quiet: bool, restart_best: bool = False
 ) -> dict[str, Any]:
     cfg = _resolve(cfg, demos, fold_split)
-    run = Path(cfg.out)
-    dist_info, device = _init_distributed(resolve_device(cfg.device))
-    net_cfg = cfg.net_config(demos.action_space)
-    val_keys = list(cfg.val_episodes or [])
-    train_keys = sorted(k for k in demos.episodes if k not in set(val_keys))
-    if not train_keys or not val_keys:
-        raise DataError("training needs episodes on both sides of the split: record more episodes")
-    train_windows = FrameWindows(demos.store(train_keys), net_cfg.window, net_cfg.frame_stride)
-    val_windows = FrameWindows(demos.store(val_keys), net_cfg.window, net_cfg.frame_stride)
+    dist_info, device = init_distributed(resolve_device(cfg.device))
+    task = CarRacingTask(cfg, demos, resume)
+    return fit(task, cfg, dist_info, device, resume, quiet, restart_best)
 
-    torch.manual_seed(cfg.seed)
-    net = DrivingNet(net_cfg)
-    if cfg.init_from and not resume:
-        from agents.policy import load_run  # the same checkpoint reader the policy uses
 
-        init = load_run(cfg.init_from, "best")
-        if init.config != net_cfg:
-            raise ConfigError(f"--init-from {cfg.init_from} is a different network ({init.config.head}, window {init.config.window})")
-        net.load_state_dict(init.state_dict())
-    net.to(device)
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    model: nn.Module = net
-    if dist_info.world > 1:
-        model = nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
+class CarRacingTask:
+    """Windows of demonstration frames -> the driving network's action outputs."""
 
-    classes = action_classes(train_windows.store.actions)
-    cw = class_weights(classes)
-    weights = torch.tensor(cw, dtype=torch.float32, device=device) if cfg.balance == "weights" else None
-    batches = Batches(train_windows, cfg.chunk, cfg.batch_size, cw[classes] if cfg.balance == "sampler" else None)
-    amp = device.type == "cuda"  # mixed precision on GPUs; CPUs train in float32
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    def __init__(self, cfg: TrainConfig, demos: Demos, resume: bool) -> None:
+        net_cfg = net_config(cfg, demos.action_space)
+        val_keys = list(cfg.val_episodes or [])
+        train_keys = sorted(k for k in demos.episodes if k not in set(val_keys))
+        if not train_keys or not val_keys:
+            raise DataError("training needs episodes on both sides of the split: record more episodes")
+        self.train_windows = FrameWindows(demos.store(train_keys), net_cfg.window, net_cfg.frame_stride)
+        self.val_windows = FrameWindows(demos.store(val_keys), net_cfg.window, net_cfg.frame_stride)
+        torch.manual_seed(cfg.seed)
+        self.net = DrivingNet(net_cfg)
+        if cfg.init_from and not resume:
+            from agents.policy import load_run  # the same checkpoint reader the policy uses
 
-    extra = {"train": asdict(cfg), "data": _data_summary(demos, train_keys, val_keys)}
-    counters: dict[str, Any] = {"epoch": 0, "batch": 0, "step": 0, "seconds": 0.0, "best_val_loss": None, "done": False}
-    history: list[dict[str, Any]] = []
-    if resume and (run / f"{STATE}.json").is_file():
-        counters = _load_state(run, net, opt)
-        history = json.loads((run / "metrics.json").read_text()).get("history", []) if (run / "metrics.json").is_file() else []
-        counters["done"] = False  # a larger budget may have been given
-        if restart_best:
-            counters["best_val_loss"] = None
-            counters["best_from_step"] = counters["step"]
-    elif dist_info.main:
-        run.mkdir(parents=True, exist_ok=True)
-        net.save(run, "last", extra)  # config.json from the start: the run is identifiable
+            init = load_run(cfg.init_from, "best")
+            if init.config != net_cfg:
+                raise ConfigError(f"--init-from {cfg.init_from} is a different network ({init.config.head}, window {init.config.window})")
+            self.net.load_state_dict(init.state_dict())
+        classes = action_classes(self.train_windows.store.actions)
+        self.class_weights = class_weights(classes)
+        self.balance = cfg.balance
+        self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if cfg.balance == "sampler" else None)
+        self.seed = cfg.seed
+        self.label = net_cfg.head
+        self.extra = {"train": asdict(cfg), "data": _data_summary(demos, train_keys, val_keys)}
+        self._order: tuple[int, np.ndarray] | None = None
 
-    writer = None
-    if dist_info.main:
-        from torch.utils.tensorboard import SummaryWriter
+    def batches_per_epoch(self) -> int:
+        return len(self.batches)
 
-        writer = SummaryWriter(str(run / "tb"))
+    def batch(self, epoch: int, b: int, device: torch.device) -> dict[str, Tensor]:
+        if self._order is None or self._order[0] != epoch:
+            self._order = (epoch, self.batches.order(self.seed, epoch))
+        per = self.batches.per_batch
+        return self.batches.batch(self.batches.rows(self._order[1][b * per : (b + 1) * per]), device)
 
-    def out_of_budget() -> bool:
-        return counters["epoch"] >= cfg.max_epochs or (cfg.minutes is not None and counters["seconds"] >= cfg.minutes * 60)
+    def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
+        raw = model(batch["frames"], batch["timestamps"], batch["index"])
+        weights = torch.tensor(self.class_weights, dtype=torch.float32, device=device) if self.balance == "weights" else None
+        per_row, correct = loss_terms(self.net, raw, batch, weights)
+        return per_row.mean(), {"acc": float(correct.float().mean())}
 
-    def checkpoint() -> None:
-        if dist_info.main:
-            _save_state(run, net, opt, counters)
-
-    def end_of_period() -> None:
-        """Validate, keep the best weights, write metrics."""
-        if dist_info.main:
-            metrics = validate(net, val_windows, device)
-            row = {"epoch": counters["epoch"], "batch": counters["batch"], "step": counters["step"], "seconds": round(counters["seconds"], 1), **metrics}
-            history.append(row)
-            if writer is not None:
-                for k, v in metrics.items():
-                    writer.add_scalar(f"val/{k[4:]}", v, counters["step"])
-            best = counters["best_val_loss"]
-            if best is None or metrics["val_loss"] < best:
-                counters["best_val_loss"] = metrics["val_loss"]
-                net.save(run, "best", extra)
-            net.save(run, "last", extra)
-            _write_metrics(run, cfg, history, counters)
-            checkpoint()
-        _barrier(dist_info)
-
-    # Deterministic kernels (the gather of shared frames accumulates its gradient in a
-    # thread-dependent order otherwise): a resumed run then matches an uninterrupted one bit
-    # for bit on the same machine.
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    started = time.monotonic() - counters["seconds"]
-    last_ckpt = time.monotonic()
-    net.train()
-    try:
-        while not out_of_budget():
-            order = batches.order(cfg.seed, counters["epoch"])
-            n_batches = len(batches)
-            usable = n_batches - n_batches % dist_info.world  # every process takes as many steps
-            bar = tqdm(
-                total=n_batches, initial=counters["batch"], desc=f"{net_cfg.head} epoch {counters['epoch'] + 1}",
-                unit="batch", dynamic_ncols=True, disable=quiet or not dist_info.main, leave=False,
-            )
-            loss_avg = acc_avg = None
-            while counters["batch"] < n_batches:
-                b = counters["batch"]
-                if b % dist_info.world != dist_info.rank or b >= usable:  # each process takes its share
-                    counters["batch"] += 1
-                    continue
-                chunks = order[b * batches.per_batch : (b + 1) * batches.per_batch]
-                batch = batches.batch(batches.rows(chunks), device)
-                torch.manual_seed(cfg.seed * 1_000_003 + counters["step"])  # dropout, reproducible on resume
-                with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
-                    raw = model(batch["frames"], batch["timestamps"], batch["index"])
-                per_row, correct = loss_terms(net, raw, batch, weights)
-                loss = per_row.mean()
-                opt.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-                scaler.step(opt)
-                scaler.update()
-                counters["batch"] += 1  # only now: an interruption before this point redoes the batch
-                counters["step"] += 1
-                counters["seconds"] = time.monotonic() - started
-                loss_v, acc_v = float(loss.detach()), float(correct.float().mean())
-                loss_avg = loss_v if loss_avg is None else 0.98 * loss_avg + 0.02 * loss_v
-                acc_avg = acc_v if acc_avg is None else 0.98 * acc_avg + 0.02 * acc_v
-                bar.update(dist_info.world)
-                bar.set_postfix(loss=f"{loss_avg:.3f}", acc=f"{acc_avg:.2f}")
-                if writer is not None and counters["step"] % 20 == 0:
-                    writer.add_scalar("train/loss", loss_avg, counters["step"])
-                    writer.add_scalar("train/accuracy", acc_avg, counters["step"])
-                if time.monotonic() - last_ckpt > cfg.checkpoint_seconds:
-                    checkpoint()
-                    last_ckpt = time.monotonic()
-                if _any(dist_info, cfg.minutes is not None and counters["seconds"] >= cfg.minutes * 60, device):
-                    break
-            bar.close()
-            if counters["batch"] >= n_batches:
-                counters["epoch"] += 1
-                counters["batch"] = 0
-            end_of_period()
-    except KeyboardInterrupt:
-        counters["seconds"] = time.monotonic() - started
-        checkpoint()
-        raise KeyboardInterrupt(f"training interrupted at step {counters['step']}; 'nacdrive train --out {run} --resume' continues") from None
-    finally:
-        torch.use_deterministic_algorithms(deterministic)
-        if writer is not None:
-            writer.close()
-    counters["done"] = True
-    checkpoint()
-    metrics = _write_metrics(run, cfg, history, counters) if dist_info.main else {}
-    _barrier(dist_info)
-    return metrics
+    def validate(self, device: torch.device) -> dict[str, float]:
+        return validate(self.net, self.val_windows, device)
 
 
 def _data_summary(demos: Demos, train_keys: list[str], val_keys: list[str]) -> dict[str, Any]:
@@ -541,21 +290,3 @@ def _data_summary(demos: Demos, train_keys: list[str], val_keys: list[str]) -> d
         "val_frames": sum(frames[k] for k in val_keys),
         "episodes": sorted(train_keys + val_keys),  # evaluation refuses these seeds
     }
-
-
-def _write_metrics(run: Path, cfg: TrainConfig, history: list[dict[str, Any]], counters: dict[str, Any]) -> dict[str, Any]:
-    since = [r for r in history if r["step"] > counters.get("best_from_step", -1)]
-    best = min(since, key=lambda r: r["val_loss"]) if since else None
-    metrics = {
-        "run": str(run),
-        "head": cfg.head,
-        "best": best,
-        "last": history[-1] if history else None,
-        "steps": counters["step"],
-        "epochs": counters["epoch"],
-        "train_seconds": round(counters["seconds"], 1),
-        "finished": bool(counters.get("done")),
-        "history": history,
-    }
-    _write_json(run / "metrics.json", metrics)
-    return metrics

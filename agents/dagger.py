@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.bc import TrainConfig, train
+from agents.training import TrainConfig, train
 from agents.collect import Recorder, demo_header, save_recording
 from agents.env import EPISODE_STEPS, make_env
 from agents.experts import EXPERTS, make_expert

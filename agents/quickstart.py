@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.bc import TrainConfig, train
+from agents.training import TrainConfig, train
 from agents.collect import CollectConfig, collect
 from agents.dagger import DaggerConfig, dagger
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard

@@ -36,15 +36,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "train",
         help="behaviour-clone a driving policy from demonstrations",
         description=(
-            "Trains the CarRacing driving network (per-frame CNN, a sequence head over the last W frames, "
+            "--task carracing (default) trains the CarRacing driving network (per-frame CNN, a sequence head over the last W frames, "
             "dense 64, action output) on windows of demonstration frames labelled with the expert's action at "
             "the last frame. Episodes are split into training and validation (never a frame of one episode on "
             "both sides). The run folder gets config.json, best/last weights (safetensors), metrics.json and "
-            "TensorBoard events (tb/); Ctrl-C leaves a run that --resume continues. Multi-GPU: "
+            "TensorBoard events (tb/); Ctrl-C leaves a run that --resume continues. --task udacity trains PilotNet "
+            "with the head in place of its dense layers on driving_log.csv recordings (MSE on steering; split by "
+            "recording session; side cameras, flips, shifts, shadows and brightness as augmentation). Multi-GPU: "
             "torchrun --nproc_per_node N -m scripts.cli train ..."
         ),
     )
-    p.add_argument("--data", nargs="+", required=True, metavar="DIR", help="demonstration folder(s) from 'nacdrive collect'")
+    p.add_argument("--task", default="carracing", choices=("carracing", "udacity"),
+                   help="carracing: frame windows -> actions (default); udacity: PilotNet steering from driving_log.csv recordings")
+    p.add_argument("--data", nargs="+", required=True, metavar="DIR",
+                   help="demonstration folder(s) from 'nacdrive collect', or Udacity recording folder(s) with driving_log.csv")
     p.add_argument("--out", required=True, metavar="RUN", help="run folder to create (or continue with --resume)")
     p.add_argument("--head", default="nac", choices=head_names(), help="sequence head (default nac)")
     p.add_argument("--window", type=positive_int, default=8, help="frames per window (default 8)")
@@ -62,8 +67,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--folds", type=positive_int, default=1, help="k-fold cross-validation by episode (default 1: one split)")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu, cuda, cuda:N")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the split, the weights and the batch order")
-    p.add_argument("--d-model", type=positive_int, default=64, help="head width (default 64)")
-    p.add_argument("--num-heads", type=positive_int, default=16, help="attention heads for nac / mha (default 16)")
+    p.add_argument("--d-model", type=positive_int, help="head width (default 64; udacity 100)")
+    p.add_argument("--num-heads", type=positive_int, help="attention heads for nac / mha (default 16; udacity 20)")
     p.add_argument("--nac", type=key_value, action="append", default=[], metavar="KEY=VALUE", help="NAC option, e.g. topk=8 mode=euler")
     p.add_argument("--no-time", action="store_true", help="do not give heads the frames' timestamps")
     p.add_argument("--init-from", metavar="RUN", help="start from this run's best weights (same network)")
@@ -73,13 +78,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.bc import TrainConfig, train
+    from agents.training import TrainConfig, train
 
-    net: dict[str, Any] = {"d_model": args.d_model, "num_heads": args.num_heads, "use_time": not args.no_time}
+    net: dict[str, Any] = {k: v for k, v in (("d_model", args.d_model), ("num_heads", args.num_heads)) if v is not None}
+    if args.task == "carracing":
+        net["use_time"] = not args.no_time
     if args.nac:
         net["nac"] = {"topk": 8, "mode": "exact", **dict(args.nac)}
     cfg = TrainConfig(
-        data=args.data, out=args.out, head=args.head, window=args.window, frame_stride=args.stride,
+        data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride,
         epochs=args.epochs, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr, chunk=args.chunk,
         balance=args.balance, val_fraction=args.val_fraction, folds=args.folds, device=args.device,
         seed=args.seed, net=net, init_from=args.init_from,
@@ -96,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
     best = m.get("best") or {}
     print(
         f"{m['head']}: {m['steps']} steps in {m['train_seconds'] / 60:.1f} min; best validation loss "
-        f"{best.get('val_loss', float('nan')):.4f}, accuracy {best.get('val_accuracy', float('nan')):.1%}; run in {args.out}"
+        f"{best.get('val_loss', float('nan')):.4f}"
+        + (f", accuracy {best['val_accuracy']:.1%}" if "val_accuracy" in best else "")
+        + (f", steering MAE {best['val_mae']:.3f}" if "val_mae" in best else "")
+        + f"; run in {args.out}"
     )
     return 0

@@ -13,7 +13,8 @@ import torch
 from safetensors.torch import load_file
 
 from agents import bc
-from agents.bc import Batches, TrainConfig, action_classes, class_weights, train
+from agents.bc import Batches, action_classes, class_weights
+from agents.training import TrainConfig, train
 from agents.policy import DrivingPolicy
 from datasets.demos import DataError, Episode
 from datasets.windows import FrameStore, FrameWindows

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from agents.bc import TrainConfig, train
+from agents.training import TrainConfig, train
 from agents.dagger import DaggerConfig, MixedDriver, dagger
 from datasets.demos import DemoSet
 from nac import ConfigError

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from agents import evaluate as ev
-from agents.bc import TrainConfig, train
+from agents.training import TrainConfig, train
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from nac import ConfigError
 

@@ -1,0 +1,350 @@
+"""The training loop every task shares: devices (CPU / CUDA, mixed precision on CUDA, torchrun
+DistributedDataParallel), a time or epoch budget, validation and best / last weights, TensorBoard,
+progress bars, and a resumable state.
+
+A run folder holds config.json (the network and the training config, resolved),
+best.safetensors and last.safetensors (weights), metrics.json, TensorBoard events in tb/, and
+train_state.* (weights, optimizer and counters) from which --resume continues. Checkpoints hold
+no pickles: tensors in safetensors, everything else in JSON. The order of an epoch is a function
+of (seed, epoch) and dropout is seeded per step, so a resumed run takes the same steps as an
+uninterrupted one.
+
+A task supplies the network and its data: `net` (with save()), `label`, `extra` (what goes into
+config.json), `batches_per_epoch()`, `batch(epoch, b, device)`, `loss(model, batch, device)` ->
+(mean loss, progress figures), and `validate(device)` -> figures including "val_loss".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from nac.layer import ConfigError, _need
+
+TASKS = ("carracing", "udacity")
+BALANCE = ("weights", "sampler", "none")
+STATE = "train_state"
+
+
+@dataclass
+class TrainConfig:
+    """Training of one policy network (`nacdrive train`); the CarRacing-only fields say so."""
+
+    data: list[str]  # demonstration folders (carracing) or recording folders with driving_log.csv (udacity)
+    out: str  # the run folder
+    task: str = "carracing"  # "carracing" (frame windows -> actions) or "udacity" (PilotNet steering)
+    head: str = "nac"  # sequence head (nac.heads.head_names())
+    window: int = 8  # carracing: frames per window, labelled with the expert's action at the last one
+    frame_stride: int = 1  # carracing: steps between a window's frames
+    epochs: int | None = None  # passes over the training data; None: 10, or no limit with minutes
+    minutes: float | None = None  # stop after this much training time (summed over resumed sessions)
+    batch_size: int = 32  # samples per step (the paper's 32)
+    lr: float = 1e-4  # Adam learning rate (the paper's 1e-4)
+    chunk: int = 8  # carracing: consecutive labelled steps per group in a batch (they share frames)
+    balance: str = "weights"  # carracing: class imbalance by "weights" (weighted loss), "sampler", "none"
+    val_fraction: float = 0.2  # share of episodes (carracing) or sessions (udacity) held out
+    val_episodes: list[str] | None = None  # carracing: the held-out episodes ("folder:seed"); resolved at start
+    folds: int = 1  # carracing: > 1 is k-fold cross-validation by episode, one sub-run per fold
+    device: str = "auto"  # auto (cuda when present), cpu, cuda, cuda:N
+    seed: int = 0  # order of batches, dropout, initial weights, split, augmentation
+    net: dict[str, Any] = field(default_factory=dict)  # more network options (d_model, num_heads, nac, ...)
+    checkpoint_seconds: float = 60.0  # how often the resumable state is written
+    init_from: str | None = None  # carracing: start from this run's best weights (same network)
+
+    def __post_init__(self) -> None:
+        _need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
+        _need(bool(self.data), "give at least one data folder (--data)")
+        _need(len(set(map(os.path.abspath, self.data))) == len(self.data), "a data folder is given twice")
+        _need(self.epochs is None or self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
+        _need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
+        _need(self.batch_size >= 1, f"batch size must be >= 1 (got {self.batch_size})")
+        _need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
+        _need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
+        _need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
+        _need(0 < self.val_fraction < 1, f"validation fraction must be between 0 and 1 (got {self.val_fraction})")
+        _need(self.folds >= 1, f"folds must be >= 1 (got {self.folds})")
+        _need(self.folds == 1 or self.task == "carracing", "--folds is for the carracing task")
+        _need(self.checkpoint_seconds > 0, "checkpoint_seconds must be > 0")
+
+    @property
+    def max_epochs(self) -> float:
+        if self.epochs is not None:
+            return self.epochs
+        return math.inf if self.minutes is not None else 10
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def train(cfg: TrainConfig, resume: bool = False, quiet: bool = False, restart_best: bool = False) -> dict[str, Any]:
+    """Train (or resume) a run of either task; returns its metrics. restart_best: on resume,
+    "best" is chosen among the checkpoints from here on (DAgger rounds)."""
+    if cfg.task == "udacity":
+        from agents.udacity import train_udacity
+
+        return train_udacity(cfg, resume, quiet)
+    from agents.bc import train_carracing
+
+    return train_carracing(cfg, resume, quiet, restart_best)
+
+
+class Task(Protocol):
+    net: nn.Module
+    label: str
+    extra: dict[str, Any]
+
+    def batches_per_epoch(self) -> int: ...
+
+    def batch(self, epoch: int, b: int, device: torch.device) -> dict[str, Tensor]: ...
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]: ...
+
+    def validate(self, device: torch.device) -> dict[str, float]: ...
+
+
+# ---------------------------------------------------------------------- resumable state
+def _save_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, counters: dict[str, Any]) -> None:
+    """Weights + optimizer tensors in alternating safetensors files, then the JSON that names
+    the newer one: an interruption at any point leaves one consistent state."""
+    slot = 1 - counters.get("slot", 1)
+    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+    opt_state = opt.state_dict()
+    for pid, st in opt_state["state"].items():
+        for name, value in st.items():
+            tensors[f"opt.{pid}.{name}"] = torch.as_tensor(value).detach().cpu().contiguous()
+    tmp = run / f".{STATE}.{slot}.tmp"
+    save_file(tensors, str(tmp))
+    tmp.replace(run / f"{STATE}.{slot}.safetensors")
+    counters = {**counters, "slot": slot, "param_groups": opt_state["param_groups"]}
+    write_json(run / f"{STATE}.json", counters)
+
+
+def _load_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
+    counters = json.loads((run / f"{STATE}.json").read_text())
+    tensors = load_file(str(run / f"{STATE}.{counters['slot']}.safetensors"))
+    net.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    state: dict[int, dict[str, Tensor]] = {}
+    for k, v in tensors.items():
+        if k.startswith("opt."):
+            _, pid, name = k.split(".", 2)
+            state.setdefault(int(pid), {})[name] = v
+    opt.load_state_dict({"state": state, "param_groups": counters["param_groups"]})
+    return counters
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+# ---------------------------------------------------------------------- distributed (torchrun)
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device: torch.device) -> tuple[Dist, torch.device]:
+    """Under torchrun (WORLD_SIZE > 1): one process per GPU (or CPU process with gloo)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Dist(), device
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    return Dist(dist.get_rank(), dist.get_world_size()), device
+
+
+def barrier(d: Dist) -> None:
+    if d.world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def any_process(d: Dist, flag: bool, device: torch.device) -> bool:
+    """True when any process says so (processes must stop at the same step under DDP)."""
+    if d.world <= 1:
+        return flag
+    import torch.distributed as dist
+
+    t = torch.tensor([float(flag)], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+
+def prepare_run(cfg: TrainConfig, resume: bool) -> TrainConfig:
+    """Refuse to overwrite a run; on resume, the saved config (with the given budget) wins."""
+    run = Path(cfg.out)
+    saved = run / "config.json"
+    if resume:
+        if not saved.is_file():
+            raise ConfigError(f"nothing to resume in {run}: it holds no training run")
+        data = json.loads(saved.read_text())
+        if data.get("task") != cfg.task or "train" not in data:
+            raise ConfigError(f"{run} is not a {cfg.task} training run (task {data.get('task')!r}); cannot resume it")
+        old = TrainConfig.from_dict(data["train"])
+        return TrainConfig.from_dict({**asdict(old), "epochs": cfg.epochs or old.epochs, "minutes": cfg.minutes or old.minutes})
+    if run.exists() and any(run.iterdir()):
+        raise ConfigError(f"{run} is not empty; use --resume to continue the run there, or another --out")
+    return cfg
+
+
+# ---------------------------------------------------------------------- the loop
+def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, resume: bool, quiet: bool, restart_best: bool = False) -> dict[str, Any]:
+    run = Path(cfg.out)
+    net = task.net.to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    model: nn.Module = net
+    if dist_info.world > 1:
+        model = nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
+    amp = device.type == "cuda"  # mixed precision on GPUs; CPUs train in float32
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+
+    counters: dict[str, Any] = {"epoch": 0, "batch": 0, "step": 0, "seconds": 0.0, "best_val_loss": None, "done": False}
+    history: list[dict[str, Any]] = []
+    if resume and (run / f"{STATE}.json").is_file():
+        counters = _load_state(run, net, opt)
+        history = json.loads((run / "metrics.json").read_text()).get("history", []) if (run / "metrics.json").is_file() else []
+        counters["done"] = False  # a larger budget may have been given
+        if restart_best:
+            counters["best_val_loss"] = None
+            counters["best_from_step"] = counters["step"]
+    elif dist_info.main:
+        run.mkdir(parents=True, exist_ok=True)
+        net.save(run, "last", task.extra)  # config.json from the start: the run is identifiable
+
+    writer = None
+    if dist_info.main:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(str(run / "tb"))
+
+    def out_of_budget() -> bool:
+        return counters["epoch"] >= cfg.max_epochs or (cfg.minutes is not None and counters["seconds"] >= cfg.minutes * 60)
+
+    def checkpoint() -> None:
+        if dist_info.main:
+            _save_state(run, net, opt, counters)
+
+    def end_of_period() -> None:
+        """Validate, keep the best weights, write metrics."""
+        if dist_info.main:
+            metrics = task.validate(device)
+            net.train()
+            row = {"epoch": counters["epoch"], "batch": counters["batch"], "step": counters["step"], "seconds": round(counters["seconds"], 1), **metrics}
+            history.append(row)
+            if writer is not None:
+                for k, v in metrics.items():
+                    writer.add_scalar(f"val/{k[4:]}", v, counters["step"])
+            best = counters["best_val_loss"]
+            if best is None or metrics["val_loss"] < best:
+                counters["best_val_loss"] = metrics["val_loss"]
+                net.save(run, "best", task.extra)
+            net.save(run, "last", task.extra)
+            write_metrics(run, task.label, history, counters)
+            checkpoint()
+        barrier(dist_info)
+
+    # Deterministic kernels (a gather whose gradient accumulates in a thread-dependent order
+    # otherwise): a resumed run then matches an uninterrupted one bit for bit on one machine.
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    started = time.monotonic() - counters["seconds"]
+    last_ckpt = time.monotonic()
+    net.train()
+    try:
+        while not out_of_budget():
+            n_batches = task.batches_per_epoch()
+            usable = n_batches - n_batches % dist_info.world  # every process takes as many steps
+            bar = tqdm(
+                total=n_batches, initial=counters["batch"], desc=f"{task.label} epoch {counters['epoch'] + 1}",
+                unit="batch", dynamic_ncols=True, disable=quiet or not dist_info.main, leave=False,
+            )
+            avg: dict[str, float] = {}
+            while counters["batch"] < n_batches:
+                b = counters["batch"]
+                if b % dist_info.world != dist_info.rank or b >= usable:  # each process takes its share
+                    counters["batch"] += 1
+                    continue
+                batch = task.batch(counters["epoch"], b, device)
+                torch.manual_seed(cfg.seed * 1_000_003 + counters["step"])  # dropout, reproducible on resume
+                with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
+                    loss, figures = task.loss(model, batch, device)
+                opt.zero_grad(set_to_none=True)
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+                counters["batch"] += 1  # only now: an interruption before this point redoes the batch
+                counters["step"] += 1
+                counters["seconds"] = time.monotonic() - started
+                for k, v in {"loss": float(loss.detach()), **figures}.items():
+                    avg[k] = v if k not in avg else 0.98 * avg[k] + 0.02 * v
+                bar.update(dist_info.world)
+                bar.set_postfix({k: f"{v:.3f}" for k, v in avg.items()})
+                if writer is not None and counters["step"] % 20 == 0:
+                    for k, v in avg.items():
+                        writer.add_scalar(f"train/{k}", v, counters["step"])
+                if time.monotonic() - last_ckpt > cfg.checkpoint_seconds:
+                    checkpoint()
+                    last_ckpt = time.monotonic()
+                if any_process(dist_info, cfg.minutes is not None and counters["seconds"] >= cfg.minutes * 60, device):
+                    break
+            bar.close()
+            if counters["batch"] >= n_batches:
+                counters["epoch"] += 1
+                counters["batch"] = 0
+            end_of_period()
+    except KeyboardInterrupt:
+        counters["seconds"] = time.monotonic() - started
+        checkpoint()
+        raise KeyboardInterrupt(f"training interrupted at step {counters['step']}; 'nacdrive train --out {run} --resume' continues") from None
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+        if writer is not None:
+            writer.close()
+    counters["done"] = True
+    checkpoint()
+    metrics = write_metrics(run, task.label, history, counters) if dist_info.main else {}
+    barrier(dist_info)
+    return metrics
+
+
+def write_metrics(run: Path, label: str, history: list[dict[str, Any]], counters: dict[str, Any]) -> dict[str, Any]:
+    since = [r for r in history if r["step"] > counters.get("best_from_step", -1)]
+    best = min(since, key=lambda r: r["val_loss"]) if since else None
+    metrics = {
+        "run": str(run),
+        "head": label,
+        "best": best,
+        "last": history[-1] if history else None,
+        "steps": counters["step"],
+        "epochs": counters["epoch"],
+        "train_seconds": round(counters["seconds"], 1),
+        "finished": bool(counters.get("done")),
+        "history": history,
+    }
+    write_json(run / "metrics.json", metrics)
+    return metrics

@@ -1,0 +1,103 @@
+"""Training PilotNet (with a registry head) on Udacity simulator recordings, and the steering
+policy the live bridge drives with.
+
+Loss: mean squared error on the normalised steering angle, as PilotNet. The split is by
+recording session (see datasets.udacity.split_by_session); training samples pick a camera and
+are augmented, deterministically under (seed, epoch, index).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from agents.policy import resolve_device
+from agents.training import TrainConfig, fit, init_distributed, prepare_run
+from datasets.demos import DataError
+from datasets.udacity import UdacityDataset, preprocess, read_logs, split_by_session
+from nac.layer import load_checkpoint
+from nac.pilotnet import PilotNet, PilotNetConfig
+
+
+class UdacityTask:
+    def __init__(self, cfg: TrainConfig, quiet: bool) -> None:
+        rec = read_logs(cfg.data)
+        if not quiet:
+            print(f"Udacity data: {rec.report()}")
+        train_idx, val_idx = split_by_session(rec, cfg.val_fraction, cfg.seed)
+        if not train_idx or not val_idx:
+            raise DataError("training needs rows on both sides of the split: record more")
+        self.train = UdacityDataset(rec, train_idx, train=True, seed=cfg.seed)
+        self.val = UdacityDataset(rec, val_idx, train=False)
+        torch.manual_seed(cfg.seed)
+        self.net = PilotNet(PilotNetConfig.from_dict({**cfg.net, "head": cfg.head}))
+        self.label = f"pilotnet-{cfg.head}"
+        self.seed, self.batch_size = cfg.seed, cfg.batch_size
+        self.extra = {
+            "train": asdict(cfg),
+            "data": {"rows": len(rec.samples), "train_rows": len(train_idx), "val_rows": len(val_idx),
+                     "sessions": len(rec.sessions()), "skipped_rows": len(rec.skipped)},
+        }
+
+    def batches_per_epoch(self) -> int:
+        return -(-len(self.train) // self.batch_size)
+
+    def batch(self, epoch: int, b: int, device: torch.device) -> dict[str, Tensor]:
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.train))
+        self.train.set_epoch(epoch)
+        items = [self.train[int(i)] for i in order[b * self.batch_size : (b + 1) * self.batch_size]]
+        return {
+            "image": torch.stack([it["image"] for it in items]).to(device),
+            "steering": torch.stack([it["steering"] for it in items]).to(device),
+        }
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
+        pred = model(batch["image"]).float()
+        return F.mse_loss(pred, batch["steering"]), {"mae": float((pred.detach() - batch["steering"]).abs().mean())}
+
+    @torch.no_grad()
+    def validate(self, device: torch.device) -> dict[str, float]:
+        self.net.eval()
+        preds, targets = [], []
+        for i in range(0, len(self.val), 128):
+            items = [self.val[j] for j in range(i, min(len(self.val), i + 128))]
+            preds.append(self.net(torch.stack([it["image"] for it in items]).to(device)).float().cpu())
+            targets.append(torch.stack([it["steering"] for it in items]))
+        p, t = torch.cat(preds), torch.cat(targets)
+        return {"val_loss": float(F.mse_loss(p, t)), "val_mae": float((p - t).abs().mean())}
+
+
+def train_udacity(cfg: TrainConfig, resume: bool = False, quiet: bool = False) -> dict[str, Any]:
+    cfg = prepare_run(cfg, resume)
+    dist_info, device = init_distributed(resolve_device(cfg.device))
+    return fit(UdacityTask(cfg, quiet), cfg, dist_info, device, resume, quiet)
+
+
+class SteeringPolicy:
+    """A trained PilotNet run: 320x160 RGB camera frame -> steering in [-1, 1]."""
+
+    def __init__(self, net: PilotNet) -> None:
+        self.net = net.eval()
+        self.device = next(net.parameters()).device
+
+    @classmethod
+    def from_run(cls, path: str | Path, weights: str = "best", device: str = "cpu") -> "SteeringPolicy":
+        p = Path(path)
+        if not p.is_dir():
+            raise FileNotFoundError(f"{p} is not a run folder (train one with 'nacdrive train --task udacity')")
+        config, state = load_checkpoint(p, "cpu", weights)
+        return cls(PilotNet.from_checkpoint(config, state, p).to(resolve_device(device)))
+
+    def reset(self) -> None:
+        pass
+
+    @torch.inference_mode()
+    def select_action(self, rgb: np.ndarray) -> float:
+        x = torch.from_numpy(preprocess(rgb)).permute(2, 0, 1)[None].to(self.device)
+        return float(self.net(x)[0])

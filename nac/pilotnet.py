@@ -1,0 +1,94 @@
+"""PilotNet (Bojarski et al. 2016) for the Udacity simulator, with a sequence head from the
+registry in place of its dense layers: the head reads the last convolution's feature map as a
+sequence of its 18 column positions (64 features each), and the mean of its outputs gives the
+steering angle. PilotNet-NAC uses NAC with d_model 100 and 20 heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from nac.heads import HEADS, HeadConfig, SequenceHead, build_head
+from nac.layer import ConfigError, _need, load_checkpoint, load_state_strict, save_checkpoint
+
+TASK = "udacity"
+INPUT = (66, 200)  # height, width of the YUV input
+MAP_COLUMNS, MAP_CHANNELS = 18, 64  # the last convolution's output is 64 x 1 x 18
+
+
+@dataclass
+class PilotNetConfig:
+    head: str = "nac"  # sequence head over the feature map's columns (nac.heads.head_names())
+    d_model: int = 100
+    num_heads: int = 20
+    nac: dict[str, Any] = field(default_factory=lambda: {"topk": 8, "mode": "exact"})
+    dropout: float = 0.2
+
+    def __post_init__(self) -> None:
+        _need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
+        _need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
+        self.head_config()
+
+    def head_config(self) -> HeadConfig:
+        # positions of a feature map have no order in time: attention heads see all of them
+        return HeadConfig(
+            name=self.head, input_dim=MAP_CHANNELS, d_model=self.d_model, num_heads=self.num_heads,
+            return_sequences=True, nac=dict(self.nac) if self.head.startswith("nac") else {},
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PilotNetConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        _need(not unknown, f"unknown PilotNet options {unknown}; allowed: {sorted(known)}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class PilotNet(nn.Module):
+    """images (B, 3, 66, 200) uint8 YUV -> steering (B,) in [-1, 1]."""
+
+    def __init__(self, config: PilotNetConfig) -> None:
+        super().__init__()
+        self.config = config
+        elu = nn.ELU
+        self.cnn = nn.Sequential(
+            nn.Conv2d(3, 24, 5, stride=2), elu(),
+            nn.Conv2d(24, 36, 5, stride=2), elu(),
+            nn.Conv2d(36, 48, 5, stride=2), elu(),
+            nn.Conv2d(48, 64, 3), elu(),
+            nn.Conv2d(64, 64, 3), elu(),
+            nn.Dropout(config.dropout),
+        )
+        self.head: SequenceHead = build_head(config.head_config())
+        self.out = nn.Linear(self.head.config.out_dim, 1)
+
+    def forward(self, images: Tensor) -> Tensor:
+        x = images.float() / 127.5 - 1.0  # PilotNet's normalisation layer
+        fmap = self.cnn(x)  # (B, 64, 1, 18)
+        tokens = fmap.flatten(2).transpose(1, 2)  # (B, 18, 64): one token per column
+        h = self.head(tokens).mean(1)  # (B, d_model)
+        return torch.tanh(self.out(h)[:, 0])
+
+    def save(self, directory: str | Path, name: str = "model", extra: dict[str, Any] | None = None) -> None:
+        save_checkpoint(directory, {"task": TASK, "net": self.config.to_dict(), **(extra or {})}, self.state_dict(), name)
+
+    @classmethod
+    def from_checkpoint(cls, config: dict[str, Any], state: dict[str, Tensor], source: str | Path) -> "PilotNet":
+        if config.get("task") != TASK or "net" not in config:
+            raise ConfigError(f"{source} is not a Udacity (PilotNet) run (its config.json has task {config.get('task')!r})")
+        net = cls(PilotNetConfig.from_dict(config["net"]))
+        load_state_strict(net, state, source)
+        return net
+
+    @classmethod
+    def load(cls, directory: str | Path, name: str = "best", map_location: str = "cpu") -> "PilotNet":
+        config, state = load_checkpoint(directory, map_location, name)
+        return cls.from_checkpoint(config, state, directory)
