@@ -16,7 +16,7 @@ from datasets.demos import DataError
 from nac.layer import ConfigError
 
 # Subcommand modules, in the order `nacdrive --help` lists them.
-COMMANDS = ("quickstart", "collect", "train", "dagger", "evaluate", "record", "explain", "expert", "bench")
+COMMANDS = ("quickstart", "collect", "train", "dagger", "evaluate", "record", "explain", "drive", "sim", "expert", "bench")
 
 
 class Parser(argparse.ArgumentParser):

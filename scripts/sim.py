@@ -1,0 +1,41 @@
+"""`nacdrive sim`: a stand-in for the Udacity simulator (gymnasium CarRacing in its role)."""
+
+from __future__ import annotations
+
+import argparse
+
+from scripts.cli import non_negative_int, positive_int
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sim",
+        help="stand-in Udacity simulator: CarRacing sends telemetry to a bridge, or records a training drive",
+        description=(
+            "Plays the Udacity simulator with gymnasium CarRacing (continuous actions). Without --record "
+            "(autonomous mode) it connects to a bridge ('nacdrive drive') exactly as the simulator's client "
+            "does, sends 320x160 JPEG telemetry with string fields and applies the steer/throttle replies. "
+            "With --record DIR (training mode) the privileged track expert drives and the drive is written "
+            "in the simulator's driving_log.csv format, ready for 'nacdrive train --task udacity'."
+        ),
+    )
+    p.add_argument("--host", default="127.0.0.1", help="bridge address (default 127.0.0.1)")
+    p.add_argument("--port", type=positive_int, default=4567, help="bridge port (default 4567)")
+    p.add_argument("--seed", type=non_negative_int, default=20000, help="first track seed (default 20000)")
+    p.add_argument("--episodes", type=positive_int, default=1, help="episodes (default 1)")
+    p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000)")
+    p.add_argument("--record", metavar="DIR", help="training mode: the expert drives; record into this new folder")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sim_bridge.carracing_sim import SimConfig, drive_autonomous, record_training
+
+    cfg = SimConfig(host=args.host, port=args.port, seed=args.seed, episodes=args.episodes, max_steps=args.max_steps, record=args.record)
+    if cfg.record:
+        r = record_training(cfg)
+        print(f"recorded {r['rows']} frames into {r['folder']} (driving_log.csv + IMG/)")
+        return 0
+    r = drive_autonomous(cfg)
+    print("returns: " + ", ".join(f"{x:.1f}" for x in r["returns"]) + f"; unexpected replies {r['unexpected_replies']}")
+    return 0

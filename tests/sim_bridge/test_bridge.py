@@ -1,0 +1,170 @@
+"""The live bridge, against a client that behaves as the simulator's Unity client and against a
+standard python-socketio client."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import socketio
+import torch
+
+from datasets.udacity import read_log
+from nac import ConfigError
+from nac.pilotnet import PilotNet, PilotNetConfig
+from sim_bridge import patches
+from sim_bridge.server import BadTelemetry, BridgeConfig, DriveRecorder, SpeedController, parse_telemetry
+from sim_bridge.standin import UnityLikeClient, telemetry_fields
+
+ROOT = Path(__file__).parents[2]
+FRAME = np.random.default_rng(0).integers(0, 255, (160, 320, 3), dtype=np.uint8)
+
+
+def test_fast_unmasking_gives_eventlets_bytes():
+    rng = np.random.default_rng(1)
+    for length in (0, 1, 3, 4, 5, 1000, 20_001):
+        data = rng.integers(0, 256, length + 7, dtype=np.uint8).tobytes()
+        mask = rng.integers(0, 256, 4, dtype=np.uint8).tobytes()
+        for offset in range(6):
+            for n in (None, length):
+                assert patches.fast_apply_mask(data, mask, n, offset) == patches.slow_apply_mask(data, mask, n, offset)
+    patches.apply()
+    patches.apply()  # idempotent
+    from eventlet.websocket import RFC6455WebSocket
+
+    assert RFC6455WebSocket._apply_mask is patches.fast_apply_mask
+
+
+def test_telemetry_parsing_takes_strings_and_comma_decimals():
+    tel = parse_telemetry(telemetry_fields(FRAME, -1.25, 0.2, 9.8765, comma=True))
+    assert tel.steering_deg == pytest.approx(-1.25) and tel.speed == pytest.approx(9.8765) and tel.frame.shape == (160, 320, 3)
+    assert parse_telemetry({}) is None
+    good = telemetry_fields(FRAME, 0, 0, 1)
+    cases = [
+        ([1, 2], "not an object"),
+        ({k: v for k, v in good.items() if k != "speed"}, "missing field"),
+        ({**good, "speed": "fast"}, "non-numeric value"),
+        ({**good, "speed": "nan"}, "non-numeric value"),
+        ({**good, "image": "not base64 at all!"}, "undecodable image"),
+        ({**good, "image": telemetry_fields(FRAME[:80, :160], 0, 0, 1)["image"]}, "wrong-sized image"),
+    ]
+    for data, kind in cases:
+        with pytest.raises(BadTelemetry) as exc:
+            parse_telemetry(data)
+        assert exc.value.kind == kind
+
+
+def test_the_speed_controller_holds_the_target_and_slows_for_turns():
+    c = SpeedController(target=15)
+    assert c.update(5, 0.0, 0.05) > 0.9 and c.update(25, 0.0, 0.05) < 0
+    straight = SpeedController(target=15).update(10, 0.0, 0.05)
+    turning = SpeedController(target=15).update(10, 1.0, 0.05)
+    assert turning < straight  # the goal drops in a sharp turn
+    held = SpeedController(target=15)
+    for _ in range(10_000):
+        held.update(0, 0.0, 0.1)  # car held still: the integral must not wind up without bound
+    assert held.integral == held.integral_limit
+
+
+def test_recorder_never_overwrites(tmp_path):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "x").write_text("keep")
+    with pytest.raises(ConfigError, match="not empty"):
+        DriveRecorder(tmp_path / "old")
+    assert BridgeConfig().host == "127.0.0.1"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def bridge(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bridge")
+    torch.manual_seed(0)
+    PilotNet(PilotNetConfig(head="nac", d_model=20, num_heads=4)).save(root / "run", "best", {"train": {}})
+    port = _free_port()
+    record = root / "drive"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scripts.cli", "drive", str(root / "run"), "--port", str(port), "--record", str(record)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    yield port, record
+    proc.terminate()
+    out, err = proc.communicate(timeout=20)
+    assert "Traceback" not in err, err[-3000:]
+
+
+def test_the_simulators_client_gets_exactly_one_reply_per_telemetry(bridge):
+    port, record = bridge
+    c = UnityLikeClient(port=port)  # never sends the namespace CONNECT packet
+    try:
+        for i in range(5):
+            name, reply = c.exchange(telemetry_fields(FRAME, 0.0, 0.1, 3.0 * i, comma=i % 2 == 1))
+            assert name == "steer"
+            assert isinstance(reply["steering_angle"], str) and isinstance(reply["throttle"], str)
+            assert -1 <= float(reply["steering_angle"]) <= 1 and -1 <= float(reply["throttle"]) <= 1
+        last = float(reply["steering_angle"])
+        assert c.exchange({}) == ("manual", {})
+        for bad in ([1, 2], {"image": "x"}, {**telemetry_fields(FRAME, 0, 0, 1), "speed": "n/a"}):
+            name, reply = c.exchange(bad)  # a safe command: the last steering held, no throttle
+            assert name == "steer" and float(reply["steering_angle"]) == pytest.approx(last) and float(reply["throttle"]) == 0
+        c.send_raw('42["telemetry",{broken')
+        name, reply = c.receive_event()
+        assert name == "steer" and float(reply["throttle"]) == 0
+        c.ping()
+        assert c.wait_pong(5)  # Engine.IO 3 style client PING answered
+        name, _ = c.exchange(telemetry_fields(FRAME, 0.0, 0.1, 3.0))
+        assert name == "steer"  # still serving after all of that
+    finally:
+        c.close()
+    time.sleep(0.2)
+    rec = read_log(record)  # the recording is in the simulator's own format
+    assert len(rec.samples) == 6 and not rec.skipped
+
+
+def test_a_standard_socketio_client_works_too(bridge):
+    port, _ = bridge
+    replies = []
+    client = socketio.Client()
+    client.on("steer", lambda data: replies.append(data))
+    client.connect(f"http://127.0.0.1:{port}", transports=["websocket"])
+    try:
+        client.emit("telemetry", telemetry_fields(FRAME, 0.0, 0.0, 5.0))
+        deadline = time.monotonic() + 10
+        while not replies and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        client.disconnect()
+    assert replies and set(replies[0]) == {"steering_angle", "throttle"}
+
+
+def test_the_stand_in_simulator_closes_the_loop(tmp_path):
+    """sim --record (expert drives) -> train --task udacity -> drive + sim (autonomous)."""
+    rec = tmp_path / "rec"
+    r = subprocess.run([sys.executable, "-m", "scripts.cli", "sim", "--record", str(rec), "--episodes", "2", "--max-steps", "40"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert len(read_log(rec).samples) == 80
+    run = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "scripts.cli", "train", "--task", "udacity", "--data", str(rec), "--out", str(run),
+                        "--epochs", "1", "--batch-size", "16", "--quiet", "--d-model", "20", "--num-heads", "4"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    port = _free_port()
+    drive = subprocess.Popen([sys.executable, "-m", "scripts.cli", "drive", str(run), "--port", str(port)],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        r = subprocess.run([sys.executable, "-m", "scripts.cli", "sim", "--port", str(port), "--max-steps", "30"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    finally:
+        drive.terminate()
+        drive.communicate(timeout=20)
+    assert r.returncode == 0, r.stderr
+    assert "unexpected replies 0" in r.stdout
