@@ -254,8 +254,8 @@ class CarRacingTask:
             self.net.load_state_dict(init.state_dict())
         classes = action_classes(self.train_windows.store.actions)
         self.class_weights = class_weights(classes)
-        self.balance = cfg.balance
-        self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if cfg.balance == "sampler" else None)
+        self.balance = cfg.balance if cfg.balance != "auto" else ("weights" if net_cfg.action_space == "discrete" else "none")
+        self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if self.balance == "sampler" else None)
         self.seed = cfg.seed
         self.label = net_cfg.head
         self.extra = {"train": asdict(cfg), "data": _data_summary(demos, train_keys, val_keys)}

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="closed-loop returns of an expert over fixed seeds",
         description=(
             "Drives full CarRacing-v3 episodes with an expert on seeds S, S+1, ... and prints the mean, "
-            "std, min and 95%% interval of the returns, the share of episodes >= 900 and of finished laps."
+            "std, min and 95 percent interval of the returns, the share of episodes >= 900 and of finished laps."
         ),
     )
     e.add_argument("--expert", default="track", choices=EXPERTS, help="which expert (default: track)")

@@ -60,8 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=positive_float, default=1e-4, help="Adam learning rate (default 1e-4)")
     p.add_argument("--chunk", type=positive_int, default=8, help="consecutive steps per group in a batch, sharing frames (default 8)")
     p.add_argument(
-        "--balance", default="weights", choices=("weights", "sampler", "none"),
-        help="class imbalance: weighted loss (default), balanced sampling, or none",
+        "--balance", default="auto", choices=("auto", "weights", "sampler", "none"),
+        help="class imbalance: weighted loss, balanced sampling, or none; auto (default): weights for discrete "
+        "actions, none for continuous (reweighting a regression biases the mean action)",
     )
     p.add_argument("--val-fraction", type=positive_float, default=0.2, help="share of episodes held out (default 0.2)")
     p.add_argument("--folds", type=positive_int, default=1, help="k-fold cross-validation by episode (default 1: one split)")
