@@ -262,3 +262,43 @@ def record_video(cfg: RecordConfig) -> dict[str, Any]:
         for d in drivers:
             d.env.close()
     return {"video": cfg.out, "episodes": returns}
+
+
+def record_udacity(folder: str, out: str, fps: float | None = None) -> dict[str, Any]:
+    """A recorded Udacity drive (driving_log.csv + IMG/, from the simulator, `drive --record` or
+    `sim --record`) as a video: each centre frame upscaled 2x with the steering, throttle, brake
+    and speed of its row drawn beside it, at the recording's own rate (from the file names'
+    time stamps; 15 fps when they have none)."""
+    from datasets.udacity import decode, read_log
+    from nac.layer import ConfigError
+
+    if not out.endswith(".mp4"):
+        raise ConfigError(f"--out must be an .mp4 file (got {out})")
+    rec = read_log(folder)
+    times = np.array([s.time for s in rec.samples if s.time is not None])
+    if fps is None:
+        gaps = np.diff(times) if len(times) > 1 else np.zeros(0)
+        gaps = gaps[(gaps > 0) & (gaps < 1)]
+        fps = float(np.clip(1.0 / np.median(gaps), 5, 60)) if len(gaps) else 15.0
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    w, h, panel = 640, 320, 256
+    writer = imageio.get_writer(out, fps=fps, codec="libx264", pixelformat="yuv420p", macro_block_size=16, ffmpeg_params=["-crf", "23"])
+    try:
+        for i, s in enumerate(rec.samples):
+            tile = Image.new("RGB", (w + panel, h), (18, 18, 22))
+            tile.paste(Image.fromarray(decode(s.images["center"])).resize((w, h), Image.BILINEAR), (0, 0))
+            d = ImageDraw.Draw(tile)
+            x0 = w + 10
+            d.text((x0, 10), Path(folder).name[:28], font=_font(15), fill=(255, 255, 255))
+            d.text((x0, 34), f"row {i + 1}/{len(rec.samples)}   speed {s.speed:5.1f} mph", font=_font(13), fill=(210, 210, 210))
+            _bar(d, x0, 64, panel - 20, s.steering, "steer", True, centred=True)
+            _bar(d, x0, 80, panel - 20, s.throttle, "throttle", True)
+            _bar(d, x0, 96, panel - 20, s.brake, "brake", True)
+            # the steering as a line on the road: where the wheels point
+            cx, cy = w // 2, h - 10
+            ang = s.steering * np.deg2rad(25.0)
+            d.line((cx, cy, cx + 90 * np.sin(ang), cy - 90 * np.cos(ang)), fill=(255, 200, 80), width=5)
+            writer.append_data(np.asarray(tile))
+    finally:
+        writer.close()
+    return {"video": out, "frames": len(rec.samples), "fps": fps, "skipped_rows": len(rec.skipped)}

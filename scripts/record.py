@@ -17,11 +17,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             "the camera upscaled 4x with a Grad-CAM saliency map (captum) blended on it, and a panel with step, "
             "speed, return so far, the chosen action and the action probabilities; for attention heads, the "
             "window's frames with the weight the last step gives each. --compare drives a second run on the "
-            "same seed beside it. The last frame, with the final returns, is held for two seconds."
+            "same seed beside it. The last frame, with the final returns, is held for two seconds. --udacity DIR "
+            "renders a recorded Udacity drive (frames + driving_log.csv) with its steering and throttle drawn on it."
         ),
     )
     p.add_argument("run", nargs="?", metavar="RUN", help="run folder (omit with --expert)")
     p.add_argument("--expert", choices=EXPERTS, help="record an expert (alone, or beside RUN)")
+    p.add_argument("--udacity", metavar="DIR", help="render a recorded Udacity drive (driving_log.csv + IMG/) instead")
     p.add_argument("--continuous", action="store_true", help="the expert's action space when no run is given")
     p.add_argument("--compare", metavar="RUN", help="a second run, side by side on the same seed")
     p.add_argument("--seed", type=non_negative_int, default=10000, help="track seed (default 10000)")
@@ -33,8 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.video import RecordConfig, record_video
+    from agents.video import RecordConfig, record_udacity, record_video
 
+    if args.udacity:
+        r = record_udacity(args.udacity, args.out)
+        print(f"wrote {r['video']}: {r['frames']} frames at {r['fps']:.1f} fps" + (f" ({r['skipped_rows']} rows skipped)" if r["skipped_rows"] else ""))
+        return 0
     runs = [r for r in (args.run, args.compare) if r]
     cfg = RecordConfig(
         out=args.out, runs=runs, expert=args.expert, continuous=args.continuous, seed=args.seed,

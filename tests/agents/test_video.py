@@ -81,3 +81,14 @@ def test_evaluation_does_no_rendering_work(tmp_path, monkeypatch):
     monkeypatch.setattr(video.Image, "fromarray", boom)
     rows = evaluate(EvaluateConfig(runs=[_run(tmp_path, "nac")], episodes=1, workers=1, max_steps=5, experts=False))
     assert rows[0]["episodes"] == 1
+
+
+def test_a_recorded_udacity_drive_renders_with_its_controls(tmp_path):
+    from pathlib import Path
+
+    from agents.video import record_udacity
+
+    real = Path(__file__).parents[1] / "data" / "udacity-real"
+    r = record_udacity(str(real), str(tmp_path / "ud.mp4"))
+    frames = iio.imread(tmp_path / "ud.mp4")
+    assert frames.shape == (20, 320, 896, 3) and r["frames"] == 20 and 5 <= r["fps"] <= 60
