@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "step) over 1000 real CarRacing frames on one CPU thread: p50/p90/p99/max per policy."
         ),
     )
-    p.add_argument("target", choices=["nac", "policy"], help="nac: the layer (Appendix D.4); policy: closed-loop step latency")
+    p.add_argument("target", choices=["nac", "policy", "bridge"], help="nac: the layer (Appendix D.4); policy: closed-loop step latency; bridge: Udacity bridge round trips")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--seq-len", type=positive_int, default=1024, help="T of the main table (default 1024)")
     p.add_argument("--passes", type=positive_int, default=10, help="timed forward passes (default 10)")
@@ -33,12 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", nargs="+", default=[], metavar="RUN", help="policy: run folders to time")
     p.add_argument("--heads", nargs="*", default=None, metavar="HEAD", help="policy: untrained networks to time (default nac lstm gru cfc mha without --runs)")
     p.add_argument("--steps", type=positive_int, default=1000, help="policy: steps timed (default 1000)")
+    p.add_argument("--run", metavar="RUN", help="bridge: a --task udacity run to serve")
+    p.add_argument("--seconds", type=positive_int, default=60, help="bridge: how long to drive (default 60)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.target == "policy":
         return run_policy(args)
+    if args.target == "bridge":
+        return run_bridge(args)
     from nac.bench import BenchConfig, run as run_bench, to_markdown
 
     scaling = tuple(t for t in (256, 512, 1024, 2048, 4096, 8192, 16384) if t <= args.max_len)
@@ -66,4 +70,22 @@ def run_policy(args: argparse.Namespace) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
         print(f"\nwrote {args.json}")
+    return 0
+
+
+def run_bridge(args: argparse.Namespace) -> int:
+    from scripts.cli import UserError
+    from sim_bridge.bench import bench_bridge
+
+    if not args.run:
+        raise UserError("bench bridge needs --run RUN (a 'nacdrive train --task udacity' run)")
+    r = bench_bridge(args.run, float(args.seconds))
+    print(
+        f"{r['exchanges']} telemetry -> steer round trips in {r['seconds']:.0f} s ({r['fps']:.0f} per s): "
+        f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, max {r['max_ms']:.1f} ms"
+    )
+    print("bridge resident memory (s, MB): " + ", ".join(f"({t}, {m})" for t, m in r["rss_mb"]))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(r, indent=2) + "\n")
     return 0
