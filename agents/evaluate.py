@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents import perturb
 from agents.env import EPISODE_STEPS, make_env
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.policy import WEIGHTS, DrivingPolicy
@@ -32,6 +33,7 @@ class EvaluateConfig:
     weights: str = "best"  # which weights of each run: best (validation) or last
     sample: bool = False  # sample discrete actions from the softmax instead of argmax
     experts: bool = True  # add the track expert's figures on the same seeds as reference rows
+    perturb: str | None = None  # one perturbation (agents.perturb), e.g. "drop=0.2"; None: clean
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
 
     def __post_init__(self) -> None:
@@ -39,6 +41,8 @@ class EvaluateConfig:
         _need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         _need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
         _need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
+        if self.perturb is not None:
+            perturb.parse(self.perturb)  # a clear error now, not in a worker
         _need(self.weights in WEIGHTS, f"weights must be one of {', '.join(WEIGHTS)} (got {self.weights!r})")
 
 
@@ -80,7 +84,7 @@ class _Timed:
         self.ms: list[float] = []
 
     def reset(self) -> None:
-        self.policy.reset()
+        pass  # reset by drive() with the episode seed; run_episode's reset must not reseed it
 
     def select_action(self, obs: Any) -> Any:
         t0 = time.perf_counter()
@@ -89,12 +93,16 @@ class _Timed:
         return action
 
 
-def drive(job: tuple[str, str, bool, bool, int, int]) -> tuple[str, EpisodeResult, np.ndarray]:
-    """One episode of one run: (run, weights, sample, continuous, max_steps, seed) -> result, step latencies."""
-    path, weights, sample, continuous, max_steps, seed = job
+def drive(job: tuple[str, str, bool, bool, int, str | None, int]) -> tuple[str, EpisodeResult, np.ndarray]:
+    """One episode of one run: (run, weights, sample, continuous, max_steps, perturbation, seed)
+    -> result, step latencies."""
+    path, weights, sample, continuous, max_steps, spec, seed = job
     torch.set_num_threads(1)  # one thread per worker: the latency figures are per CPU thread
-    policy = _policy(path, weights, sample)
+    policy: Any = _policy(path, weights, sample)
     policy.reset(seed)
+    if spec is not None:
+        policy = perturb.PerturbedPolicy(policy, perturb.parse(spec), continuous)
+        policy.reset(seed)
     timed = _Timed(policy)
     env = make_env(continuous, max_steps)
     try:
@@ -113,6 +121,7 @@ def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: l
         "action_space": info.action_space,
         "weights": cfg.weights,
         "actions": "mean" if info.action_space == "continuous" else "sampled" if cfg.sample else "argmax",
+        "perturbation": cfg.perturb or "none",
         **summarize(r.episode_return for r in results),
         "finished_share": float(np.mean([r.lap_finished for r in results])) if results else 0.0,
         "tiles_share": float(np.mean([r.tiles_visited for r in results])) if results else 0.0,
@@ -135,7 +144,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
                 f"seeds {seen[0]}..{seen[-1]} include training episodes of {info.path}; evaluate on seeds no "
                 f"training data came from (--seed-start {max(info.training_seeds) + 1} or higher)"
             )
-    jobs = [(p, cfg.weights, cfg.sample, info.action_space == "continuous", cfg.max_steps, s) for p, info in infos.items() for s in seeds]
+    jobs = [(p, cfg.weights, cfg.sample, info.action_space == "continuous", cfg.max_steps, cfg.perturb, s) for p, info in infos.items() for s in seeds]
     by_run: dict[str, tuple[list[EpisodeResult], list[np.ndarray]]] = {p: ([], []) for p in infos}
 
     def keep(out: tuple[str, EpisodeResult, np.ndarray]) -> None:
@@ -155,7 +164,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
         exc.partial = board()  # type: ignore[attr-defined]
         raise
     rows = board()
-    if cfg.experts:
+    if cfg.experts and cfg.perturb is None:  # the expert reads the simulator's state: perturbed frames do not reach it
         for space in sorted({i.action_space for i in infos.values()}):
             r = evaluate_expert(
                 ExpertEvalConfig(
@@ -198,3 +207,38 @@ def write_leaderboard(rows: list[dict[str, Any]], path: str | Path) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def robustness_plot(rows: list[dict[str, Any]], path: str | Path) -> list[str]:
+    """Mean return (with 95 % intervals) against perturbation level, one line per run, one panel
+    per kind of perturbation; returns the kinds plotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    learned = [r for r in rows if not r.get("reference") and r.get("perturbation", "none") != "none"]
+    kinds = sorted({r["perturbation"].split("=")[0] for r in learned})
+    if not kinds:
+        return []
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.8), squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        for run in sorted({r["run"] for r in learned}):
+            pts = sorted(
+                (float(r["perturbation"].split("=")[1]), r["mean_return"], r["ci95_low"], r["ci95_high"], r["head"])
+                for r in learned if r["run"] == run and r["perturbation"].split("=")[0] == kind
+            )
+            if not pts:
+                continue
+            x, m, lo, hi, head = zip(*pts)
+            ax.errorbar(x, m, yerr=[np.subtract(m, lo), np.subtract(hi, m)], marker="o", capsize=3, label=f"{head} ({Path(run).name})")
+        ax.set_xlabel(f"{kind} level")
+        ax.set_ylabel("mean return (95 % CI)")
+        ax.set_title(kind)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return kinds

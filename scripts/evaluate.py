@@ -29,6 +29,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample", action="store_true", help="sample discrete actions from the policy instead of argmax")
     p.add_argument("--no-expert", action="store_true", help="leave out the expert's reference row")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
+    p.add_argument(
+        "--perturb", action="append", default=[], metavar="NAME[=LEVEL]",
+        help="evaluate under a perturbation, once per given level (repeat the flag): drop=p, jitter=s, delay=k, "
+        "noise=sigma, blur[=sigma], brightness=f, hue[=shift], action-noise=p; one leaderboard per level and a "
+        "plot of return against level",
+    )
+    p.add_argument("--plot", type=Path, metavar="FILE.png", help="with --perturb: where the plot goes (default beside --json, else in the first run)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the leaderboard as JSON (a list, one object per row)")
     p.add_argument("--markdown", type=Path, metavar="FILE", help="write the leaderboard as a markdown table")
     p.set_defaults(func=run)
@@ -37,26 +44,50 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from agents.evaluate import EvaluateConfig, evaluate
 
-    cfg = EvaluateConfig(
-        runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers,
-        weights=args.weights, sample=args.sample, experts=not args.no_expert, max_steps=args.max_steps,
-    )
-    try:
-        rows = evaluate(cfg)
-    except KeyboardInterrupt as exc:
-        rows = getattr(exc, "partial", [])
-        if rows:
-            _report(rows, args, "partial leaderboard (interrupted)")
-        raise KeyboardInterrupt(f"{sum(r['episodes'] for r in rows)} finished episodes kept") from None
-    _report(rows, args, f"seeds {args.seed_start}..{args.seed_start + args.episodes - 1}")
+    from agents.evaluate import robustness_plot
+
+    specs = args.perturb or [None]
+    configs = [
+        EvaluateConfig(
+            runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, weights=args.weights,
+            sample=args.sample, experts=not args.no_expert, max_steps=args.max_steps, perturb=spec,
+        )
+        for spec in specs  # all checked before the first episode
+    ]
+    seeds = f"seeds {args.seed_start}..{args.seed_start + args.episodes - 1}"
+    rows: list = []
+    for cfg in configs:
+        title = seeds + ("" if cfg.perturb is None else f", perturbation {cfg.perturb}")
+        try:
+            board = evaluate(cfg)
+        except KeyboardInterrupt as exc:
+            rows += getattr(exc, "partial", [])
+            if rows:
+                _report(rows, args, "partial leaderboard (interrupted)")
+            raise KeyboardInterrupt(f"{sum(r['episodes'] for r in rows)} finished episodes kept") from None
+        rows += board
+        _print_board(board, title)
+    _report(rows, args, None)
+    if args.perturb:
+        plot = args.plot or (args.json.with_suffix(".png") if args.json else Path(args.runs[0]) / "robustness.png")
+        if robustness_plot(rows, plot):
+            print(f"wrote {plot}")
     return 0
 
 
-def _report(rows: list, args: argparse.Namespace, title: str) -> None:
+def _print_board(rows: list, title: str) -> None:
+    from agents.evaluate import to_markdown
+
+    print(f"\nLeaderboard, {title}:\n\n{to_markdown(rows)}\n")
+
+
+def _report(rows: list, args: argparse.Namespace, title: str | None) -> None:
+    """Write the JSON / markdown files (and print the rows under `title` when given)."""
     from agents.evaluate import to_markdown, write_leaderboard
 
     table = to_markdown(rows)
-    print(f"\nLeaderboard, {title}:\n\n{table}\n")
+    if title:
+        _print_board(rows, title)
     if args.json:
         write_leaderboard(rows, args.json)
         print(f"wrote {args.json}")

@@ -103,3 +103,18 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     )
     assert again.returncode == 0, again.stderr[-2000:]  # a finished quick start is not redone, only re-reported
     assert json.loads((out / "nac" / "dagger.json").read_text())["rounds"][0]["trained"]
+
+
+def test_evaluate_under_perturbations_gives_one_board_per_level_and_a_plot(tiny_demos, tmp_path):
+    run = tmp_path / "run"
+    assert _run("train", "--data", tiny_demos, "--out", str(run), "--head", "nac", "--window", "4", "--epochs", "1", "--quiet").returncode == 0
+    lb = tmp_path / "robust.json"
+    r = _run("evaluate", str(run), "--episodes", "2", "--seed-start", "700", "--workers", "1", "--max-steps", "20",
+             "--perturb", "drop=0", "--perturb", "drop=0.5", "--json", str(lb))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(lb.read_text())
+    assert sorted(row["perturbation"] for row in rows) == ["drop=0", "drop=0.5"]
+    assert r.stdout.count("Leaderboard, seeds 700..701, perturbation") == 2
+    assert (tmp_path / "robust.png").stat().st_size > 5000
+    bad = _run("evaluate", str(run), "--perturb", "teleport=1")
+    assert bad.returncode == 2 and "unknown perturbation 'teleport'" in bad.stderr

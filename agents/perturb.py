@@ -1,0 +1,145 @@
+"""Perturbations between the environment and the policy, for robustness in closed loop.
+
+They change only what the policy sees and when (and, for action-noise, what the car executes);
+the environment and its reward are untouched. Each is reproducible under the episode seed.
+
+- `drop=p`: each frame is lost with probability p; the policy sees nothing new that step (the
+  previous action is repeated) and heads that take timestamps get the true time of each frame
+  it did see.
+- `jitter=s`: frames arrive at irregular times: after each delivered frame the next one comes
+  1..s steps later (uniform); the policy acts on the stale frame meanwhile; true timestamps.
+- `delay=k`: the policy sees each frame k steps late (with that frame's true time).
+- `noise=sigma`: Gaussian pixel noise (sigma in units of the 0..255 range / 255).
+- `blur[=sigma]`: Gaussian blur (default sigma 1 pixel).
+- `brightness=f`: pixel values scaled by f.
+- `hue[=shift]`: hue rotated by shift of a full turn (default 0.1).
+- `action-noise=p`: the car executes a random action with probability p (a recovery test).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+import numpy as np
+
+from agents.env import ACTIONS, FPS
+from nac.layer import ConfigError
+
+KINDS = {  # name -> (default level, allowed range text, check)
+    "drop": (None, "0 <= p < 1", lambda x: 0 <= x < 1),
+    "jitter": (None, "a whole number >= 1", lambda x: x >= 1 and float(x).is_integer()),
+    "delay": (None, "a whole number >= 0", lambda x: x >= 0 and float(x).is_integer()),
+    "noise": (None, "sigma >= 0", lambda x: x >= 0),
+    "blur": (1.0, "sigma > 0", lambda x: x > 0),
+    "brightness": (None, "f > 0", lambda x: x > 0),
+    "hue": (0.1, "a shift in [-1, 1]", lambda x: -1 <= x <= 1),
+    "action-noise": (None, "0 <= p <= 1", lambda x: 0 <= x <= 1),
+}
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    name: str
+    level: float
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.level:g}"
+
+    @property
+    def clean(self) -> bool:
+        """True when the level changes nothing (drop=0, delay=0, jitter=1, noise=0, ...)."""
+        return {"drop": 0.0, "jitter": 1.0, "delay": 0.0, "noise": 0.0, "brightness": 1.0, "action-noise": 0.0, "hue": 0.0}.get(self.name) == self.level
+
+
+def parse(text: str) -> Perturbation:
+    """"drop=0.2" -> Perturbation("drop", 0.2); a clear error naming what is allowed."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if name not in KINDS:
+        raise ConfigError(f"unknown perturbation {name!r}; choose from {', '.join(KINDS)}")
+    default, allowed, ok = KINDS[name]
+    if not sep:
+        if default is None:
+            raise ConfigError(f"perturbation {name} needs a level: {name}=LEVEL ({allowed})")
+        return Perturbation(name, default)
+    try:
+        level = float(value)
+    except ValueError:
+        raise ConfigError(f"perturbation {name}: level {value!r} is not a number ({allowed})") from None
+    if not ok(level):
+        raise ConfigError(f"perturbation {name}: level {value} is out of range ({allowed})")
+    return Perturbation(name, level)
+
+
+def transform_frame(frame: np.ndarray, p: Perturbation, rng: np.random.Generator) -> np.ndarray:
+    """The frame as the perturbed sensor gives it (uint8, same shape)."""
+    if p.name == "noise":
+        noisy = frame.astype(np.float32) + rng.normal(0, p.level * 255, frame.shape)
+        return np.clip(noisy, 0, 255).astype(np.uint8)
+    if p.name == "blur":
+        return cv2.GaussianBlur(frame, (0, 0), p.level)
+    if p.name == "brightness":
+        return np.clip(frame.astype(np.float32) * p.level, 0, 255).astype(np.uint8)
+    if p.name == "hue":
+        hsv = cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)  # OpenCV hue in 0..179
+        hsv[..., 0] = ((hsv[..., 0].astype(np.int32) + int(round(p.level * 180))) % 180).astype(np.uint8)
+        return cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
+    return frame
+
+
+class PerturbedPolicy:
+    """Wraps a policy (select_action(frame, timestamp)); reset(seed) makes the perturbation's
+    random draws a function of (episode seed, perturbation)."""
+
+    def __init__(self, policy: Any, perturbation: Perturbation, continuous: bool) -> None:
+        self.policy, self.p, self.continuous = policy, perturbation, continuous
+        self.rng = np.random.default_rng(0)
+        self.seen_times: list[float] = []  # the timestamps the policy was given (for tests)
+
+    def reset(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng([seed, zlib.crc32(str(self.p).encode())])
+        self.policy.reset()
+        self.step = 0
+        self.last_action: Any = None
+        self.queue: deque[tuple[np.ndarray, float]] = deque()
+        self.next_delivery = 0
+        self.seen_times = []
+
+    def _see(self, frame: np.ndarray, t: float) -> Any:
+        self.seen_times.append(t)
+        self.last_action = self.policy.select_action(transform_frame(frame, self.p, self.rng), timestamp=t)
+        return self.last_action
+
+    def _random_action(self) -> Any:
+        if self.continuous:
+            return np.array([self.rng.uniform(-1, 1), self.rng.uniform(0, 1), self.rng.uniform(0, 1)], dtype=np.float32)
+        return int(self.rng.integers(len(ACTIONS)))
+
+    def select_action(self, frame: np.ndarray) -> Any:
+        t = self.step / FPS  # the true time of this frame
+        self.step += 1
+        name, level = self.p.name, self.p.level
+        if name == "drop":
+            lost = self.last_action is not None and self.rng.random() < level  # the first frame always arrives
+            action = self.last_action if lost else self._see(frame, t)
+        elif name == "jitter":
+            if self.step - 1 >= self.next_delivery:
+                self.next_delivery = self.step - 1 + int(self.rng.integers(1, int(level) + 1))
+                action = self._see(frame, t)
+            else:
+                action = self.last_action
+        elif name == "delay":
+            self.queue.append((frame, t))
+            if len(self.queue) > int(level):
+                action = self._see(*self.queue.popleft())
+            else:  # no frame has arrived yet: the car coasts (no-op)
+                action = np.zeros(3, np.float32) if self.continuous else 0
+        else:
+            action = self._see(frame, t)
+        if name == "action-noise" and self.rng.random() < level:
+            return self._random_action()
+        return action
