@@ -21,7 +21,7 @@ from tqdm import tqdm
 from agents.policy import resolve_device
 from agents.training import TrainConfig, fit, init_distributed, prepare_run, write_json
 from datasets.demos import DataError, DemoSet, Episode
-from datasets.windows import FrameStore, FrameWindows, kfold_by_episode, split_by_episode
+from datasets.windows import FrameStore, FrameWindows, jittered_back, kfold_by_episode, split_by_episode
 from nac.driving import DrivingNet, DrivingNetConfig
 from nac.layer import ConfigError
 
@@ -105,10 +105,11 @@ class Batches:
     def rows(self, chunks: np.ndarray) -> np.ndarray:
         return np.concatenate([np.arange(self.starts[c], self.starts[c] + self.lengths[c]) for c in chunks])
 
-    def batch(self, rows: np.ndarray, device: torch.device) -> dict[str, Tensor]:
-        """Distinct frames of the rows' windows, the index of each window into them, times, labels."""
+    def batch(self, rows: np.ndarray, device: torch.device, back: np.ndarray | None = None) -> dict[str, Tensor]:
+        """Distinct frames of the rows' windows, the index of each window into them, times, labels.
+        back: irregular windows (see datasets.windows.jittered_back)."""
         s = self.windows.store
-        idx, _ = self.windows.indices(rows)  # (n, W) frame rows
+        idx, _ = self.windows.indices(rows, back)  # (n, W) frame rows
         uniq, inverse = np.unique(idx, return_inverse=True)
         return {
             "frames": torch.from_numpy(s.frames[uniq]).to(device, non_blocking=True),  # (U, H, W, 3)
@@ -257,6 +258,7 @@ class CarRacingTask:
         self.balance = cfg.balance if cfg.balance != "auto" else ("weights" if net_cfg.action_space == "discrete" else "none")
         self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if self.balance == "sampler" else None)
         self.seed = cfg.seed
+        self.stride_jitter = cfg.stride_jitter
         self.label = net_cfg.head
         self.extra = {"train": asdict(cfg), "data": _data_summary(demos, train_keys, val_keys)}
         self._order: tuple[int, np.ndarray] | None = None
@@ -268,7 +270,12 @@ class CarRacingTask:
         if self._order is None or self._order[0] != epoch:
             self._order = (epoch, self.batches.order(self.seed, epoch))
         per = self.batches.per_batch
-        return self.batches.batch(self.batches.rows(self._order[1][b * per : (b + 1) * per]), device)
+        rows = self.batches.rows(self._order[1][b * per : (b + 1) * per])
+        back = None
+        if self.stride_jitter > 1:  # the timing a policy meets when frames arrive irregularly
+            rng = np.random.default_rng([self.seed, epoch, b])
+            back = jittered_back(len(rows), self.train_windows.window, self.stride_jitter, rng)
+        return self.batches.batch(rows, device, back)
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
         raw = model(batch["frames"], batch["timestamps"], batch["index"])

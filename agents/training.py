@@ -46,6 +46,7 @@ class TrainConfig:
     head: str = "nac"  # sequence head (nac.heads.head_names())
     window: int = 8  # carracing: frames per window, labelled with the expert's action at the last one
     frame_stride: int = 1  # carracing: steps between a window's frames
+    stride_jitter: int = 1  # carracing: > 1 draws each gap between a window's frames from 1..J (true times kept)
     epochs: int | None = None  # passes over the training data; None: 10, or no limit with minutes
     minutes: float | None = None  # stop after this much training time (summed over resumed sessions)
     batch_size: int = 32  # samples per step (the paper's 32)
@@ -72,6 +73,7 @@ class TrainConfig:
         _need(self.batch_size >= 1, f"batch size must be >= 1 (got {self.batch_size})")
         _need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
         _need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
+        _need(self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
         _need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
         _need(0 < self.val_fraction < 1, f"validation fraction must be between 0 and 1 (got {self.val_fraction})")
         _need(self.folds >= 1, f"folds must be >= 1 (got {self.folds})")

@@ -56,11 +56,13 @@ class FrameWindows(Dataset):
     def __len__(self) -> int:
         return len(self.store)
 
-    def indices(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(n, W) frame rows of the windows ending at `rows`, and (n, W) bool real-frame mask."""
+    def indices(self, rows: np.ndarray, back: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(n, W) frame rows of the windows ending at `rows`, and (n, W) bool real-frame mask.
+        back: (n, W) steps back from the last frame per window (irregular windows); default the
+        regular stride."""
         s = self.store
         first = s.starts[s.episode_of[rows]]  # (n,)
-        idx = rows[:, None] - self._back[None, :]  # (n, W)
+        idx = rows[:, None] - (self._back[None, :] if back is None else back)  # (n, W)
         valid = idx >= first[:, None]
         return np.where(valid, idx, first[:, None]), valid
 
@@ -73,6 +75,14 @@ class FrameWindows(Dataset):
             "valid": torch.from_numpy(valid[0]),  # (W,)
             "action": torch.as_tensor(s.actions[i]),
         }
+
+
+def jittered_back(n: int, window: int, max_gap: int, rng: np.random.Generator) -> np.ndarray:
+    """(n, window) steps back from the last frame, with gaps between frames drawn from 1..max_gap
+    (windows as a policy sees them when frames arrive at irregular times)."""
+    gaps = rng.integers(1, max_gap + 1, size=(n, window - 1))
+    back = np.concatenate([np.cumsum(gaps[:, ::-1], axis=1)[:, ::-1], np.zeros((n, 1), np.int64)], axis=1)
+    return back
 
 
 def split_by_episode(seeds: Sequence[int], val_fraction: float = 0.2, seed: int = 0) -> tuple[list[int], list[int]]:

@@ -160,3 +160,18 @@ def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):
     single = len(Batches(FrameWindows(bc.Demos.load([tiny_demos]).store(
         [k for k in bc.Demos.load([tiny_demos]).episodes if k not in json.loads((out / "config.json").read_text())["train"]["val_episodes"]]), 4), 4, 16, None))
     assert m["finished"] and m["steps"] == single // 2  # each process took half of the batches
+
+
+def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, tmp_path):
+    from agents.bc import CarRacingTask, Demos
+
+    cfg = _cfg(tiny_demos, tmp_path / "run", stride_jitter=3, chunk=8, batch_size=8)
+    demos = Demos.load(cfg.data)
+    cfg = TrainConfig.from_dict({**cfg.__dict__, "val_episodes": [sorted(demos.episodes)[0]]})
+    task = CarRacingTask(cfg, demos, resume=False)
+    ts = torch.cat([task.batch(0, b, torch.device("cpu"))["timestamps"] for b in range(task.batches_per_epoch())]).numpy()
+    gaps = np.round(np.diff(ts, axis=1) * 50).astype(int)
+    late = gaps[ts[:, 0] > 0]  # windows that do not reach back past the episode's start
+    assert late.size and set(np.unique(late)) <= {1, 2, 3} and len(np.unique(late)) > 1
+    m = train(cfg, quiet=True)
+    assert m["finished"]
