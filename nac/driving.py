@@ -8,15 +8,15 @@ The network knows no environment: it maps uint8 frames (and their times) to acti
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from nac.heads import HEADS, HeadConfig, SequenceHead, build_head
-from nac.layer import ConfigError, _need, load_checkpoint, load_state_strict, save_checkpoint
+from nac.layer import ConfigDict, ConfigError, _need, load_checkpoint, load_state_strict, save_checkpoint
 
 ACTION_SPACES = ("discrete", "continuous")
 DISCRETE_ACTIONS = 5  # gymnasium CarRacing: noop, right, left, gas, brake
@@ -25,8 +25,10 @@ TASK = "carracing"
 
 
 @dataclass
-class DrivingNetConfig:
+class DrivingNetConfig(ConfigDict):
     """Everything needed to rebuild a driving network (saved as config.json beside its weights)."""
+
+    WHAT: ClassVar[str] = "driving-network options"
 
     head: str = "nac"  # sequence head, a registry name (nac.heads.head_names())
     action_space: str = "discrete"  # "discrete": 5 logits; "continuous": steer, gas, brake
@@ -72,16 +74,6 @@ class DrivingNetConfig:
             window=self.window,
             nac=dict(self.nac) if self.head.startswith("nac") else {},
         )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DrivingNetConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        _need(not unknown, f"unknown driving-network options {unknown}; allowed: {sorted(known)}")
-        return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _conv_out(n: int, k: int, s: int) -> int:

@@ -9,7 +9,7 @@ A baseline is a registry entry and a config, never a copied module.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 import torch
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ncps.torch import CfC, LTC
 from torch import Tensor, nn
 
-from nac.layer import NAC, ConfigError, NACConfig, _need, allowed_keys
+from nac.layer import NAC, ConfigDict, ConfigError, NACConfig, _need, allowed_keys
 
 HEADS: dict[str, Callable[["HeadConfig"], "SequenceHead"]] = {}
 _PRESETS: dict[str, dict[str, Any]] = {}
@@ -39,8 +39,10 @@ def head_names() -> list[str]:
 
 
 @dataclass
-class HeadConfig:
+class HeadConfig(ConfigDict):
     """A sequence head by registry name, with the options every head understands."""
+
+    WHAT: ClassVar[str] = "head options"
 
     name: str  # registry name: see head_names()
     input_dim: int  # features per step
@@ -84,15 +86,6 @@ class HeadConfig:
             }
         )
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "HeadConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        _need(not unknown, f"unknown head options {unknown}; allowed: {sorted(known)}")
-        return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def build_head(config: HeadConfig | dict[str, Any] | str, **kwargs: Any) -> "SequenceHead":

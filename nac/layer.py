@@ -15,7 +15,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -43,9 +43,28 @@ def _need(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+class ConfigDict:
+    """from_dict / to_dict for the config dataclasses; an unknown key is named in the error,
+    with the keys that are allowed."""
+
+    WHAT: ClassVar[str] = "options"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Any:
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(data) - known)
+        _need(not unknown, f"unknown {cls.WHAT} {unknown}; allowed: {sorted(known)}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+
 @dataclass
-class NACConfig:
+class NACConfig(ConfigDict):
     """Configuration of one NAC layer. Names follow the authors' layer where they exist."""
+
+    WHAT: ClassVar[str] = "NAC options"
 
     d_model: int = 64  # model width; split into num_heads heads of d_model / num_heads
     num_heads: int = 16  # attention heads, each with its own backbone parameters
@@ -108,12 +127,6 @@ class NACConfig:
     def head_dim(self) -> int:
         return self.d_model // self.num_heads
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "NACConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        _need(not unknown, f"unknown NAC options {unknown}; allowed: {sorted(known)}")
-        return cls(**data)
 
 
 class NACDetails(NamedTuple):

@@ -6,15 +6,15 @@ steering angle. PilotNet-NAC uses NAC with d_model 100 and 20 heads.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from nac.heads import HEADS, HeadConfig, SequenceHead, build_head
-from nac.layer import ConfigError, _need, load_checkpoint, load_state_strict, save_checkpoint
+from nac.layer import ConfigDict, ConfigError, _need, load_checkpoint, load_state_strict, save_checkpoint
 
 TASK = "udacity"
 INPUT = (66, 200)  # height, width of the YUV input
@@ -22,7 +22,11 @@ MAP_COLUMNS, MAP_CHANNELS = 18, 64  # the last convolution's output is 64 x 1 x 
 
 
 @dataclass
-class PilotNetConfig:
+class PilotNetConfig(ConfigDict):
+    """Everything needed to rebuild a PilotNet (saved as config.json beside its weights)."""
+
+    WHAT: ClassVar[str] = "PilotNet options"
+
     head: str = "nac"  # sequence head over the feature map's columns (nac.heads.head_names())
     d_model: int = 100
     num_heads: int = 20
@@ -40,16 +44,6 @@ class PilotNetConfig:
             name=self.head, input_dim=MAP_CHANNELS, d_model=self.d_model, num_heads=self.num_heads,
             return_sequences=True, nac=dict(self.nac) if self.head.startswith("nac") else {},
         )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PilotNetConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        _need(not unknown, f"unknown PilotNet options {unknown}; allowed: {sorted(known)}")
-        return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class PilotNet(nn.Module):

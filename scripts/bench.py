@@ -51,10 +51,7 @@ def run(args: argparse.Namespace) -> int:
     )
     result = run_bench(cfg, progress=lambda msg: print(f"  measuring {msg}", file=sys.stderr, flush=True))
     print(to_markdown(result))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    _write_json(args.json, result)
     return 0
 
 
@@ -66,10 +63,7 @@ def run_policy(args: argparse.Namespace) -> int:
     print("| policy | head | p50 ms | p90 ms | p99 ms | max ms |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['policy']} | {r['head']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.2f} |")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    _write_json(args.json, rows)
     return 0
 
 
@@ -85,7 +79,12 @@ def run_bridge(args: argparse.Namespace) -> int:
         f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, max {r['max_ms']:.1f} ms"
     )
     print("bridge resident memory (s, MB): " + ", ".join(f"({t}, {m})" for t, m in r["rss_mb"]))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(r, indent=2) + "\n")
+    _write_json(args.json, r)
     return 0
+
+
+def _write_json(path: Path | None, data: object) -> None:
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2) + "\n")
+        print(f"\nwrote {path}")
