@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expert", default="track", choices=EXPERTS, help="which expert drives (default: track)")
     p.add_argument("--episodes", type=positive_int, default=20, help="episodes to record (default 20)")
     p.add_argument("--continuous", action="store_true", help="continuous actions (steer, gas, brake)")
+    p.add_argument("--model", metavar="PATH", help="--expert ppo: its run folder (default: the shipped PPO expert)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
     p.add_argument("--seed-start", type=non_negative_int, default=None, help="first seed (default 0, or after the last with --append)")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
@@ -67,7 +68,7 @@ def run_collect(args: argparse.Namespace) -> int:
 
     cfg = CollectConfig(
         out=str(args.out), expert=args.expert, episodes=args.episodes, continuous=args.continuous, workers=args.workers,
-        seed_start=args.seed_start, resume=args.resume, append=args.append, max_steps=args.max_steps,
+        seed_start=args.seed_start, resume=args.resume, append=args.append, max_steps=args.max_steps, model=args.model,
     )
     _print_info(collect(cfg))
     return 0

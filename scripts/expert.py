@@ -11,7 +11,7 @@ from scripts.cli import non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("expert", help="evaluate the CarRacing experts", description="Experts that drive CarRacing-v3.")
+    p = sub.add_parser("expert", help="evaluate or train the CarRacing experts", description="Experts that drive CarRacing-v3.")
     jobs = p.add_subparsers(dest="job", metavar="JOB", required=True, parser_class=type(p))
     e = jobs.add_parser(
         "eval",
@@ -27,14 +27,53 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--seed-start", type=non_negative_int, default=0, help="first seed (default 0)")
     e.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
     e.add_argument("--json", type=Path, metavar="FILE", help="write the figures and per-episode returns as JSON")
+    e.add_argument("--model", metavar="PATH", help="the PPO expert: a run folder from 'expert train' or its expert/ folder (default: the shipped one)")
     e.set_defaults(func=run_eval)
+
+    t = jobs.add_parser(
+        "train",
+        help="train the PPO expert (stable-baselines3, rl-baselines3-zoo settings)",
+        description=(
+            "SB3 PPO on CarRacing-v3 with rl-baselines3-zoo's settings (frame skip 2, 64x64 grey, 2 stacked frames, "
+            "CnnPolicy, lr linear from 1e-4, n_steps 512, batch 128, gSDE, reward normalisation) in SubprocVecEnv "
+            "workers, an eval callback on held-out seeds, TensorBoard (OUT/tb), checkpoints (OUT/checkpoints) and "
+            "--resume. --warm-start track (default) first behaviour-clones PPO's own policy network on the track "
+            "expert's frames through PPO's wrappers, then runs DAgger rounds, so that PPO starts from a driver. "
+            "The result is exported to OUT/expert (safetensors + JSON) for '--expert ppo --model OUT'."
+        ),
+    )
+    t.add_argument("--out", required=True, metavar="RUN", help="run folder")
+    t.add_argument("--timesteps", type=non_negative_int, default=200_000, help="PPO steps in this run (default 200000)")
+    t.add_argument("--envs", type=positive_int, default=8, help="SubprocVecEnv workers (default 8, the zoo's)")
+    t.add_argument("--warm-start", default="track", choices=("track", "none"), help="clone the track expert first (default) or not")
+    t.add_argument("--warm-steps", type=positive_int, default=20_000, help="expert steps to clone (default 20000)")
+    t.add_argument("--dagger-rounds", type=non_negative_int, default=2, help="DAgger rounds before PPO (default 2)")
+    t.add_argument("--dagger-steps", type=positive_int, default=10_000, help="steps per DAgger round (default 10000)")
+    t.add_argument("--discrete", action="store_true", help="5 discrete actions (no gSDE) instead of continuous")
+    t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    t.set_defaults(func=run_train)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from agents.experts.ppo import PPOTrainConfig, train_ppo
+
+    cfg = PPOTrainConfig(
+        out=args.out, continuous=not args.discrete, timesteps=args.timesteps, envs=args.envs,
+        warm_start=None if args.warm_start == "none" else args.warm_start, warm_steps=args.warm_steps,
+        dagger_rounds=args.dagger_rounds, dagger_steps=args.dagger_steps,
+    )
+    r = train_ppo(cfg, resume=args.resume)
+    print(f"PPO: {r['timesteps']} steps; expert exported to {r['expert']}; evaluate it with "
+          f"'nacdrive expert eval --expert ppo --model {args.out}{'' if args.discrete else ' --continuous'}'")
+    return 0
 
 
 def run_eval(args: argparse.Namespace) -> int:
     from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 
     cfg = ExpertEvalConfig(
-        expert=args.expert, continuous=args.continuous, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers
+        expert=args.expert, continuous=args.continuous, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers,
+        model=args.model,
     )
     r = evaluate_expert(cfg)
     seeds = f"{r['seeds'][0]}..{r['seeds'][-1]}"

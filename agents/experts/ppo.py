@@ -1,0 +1,332 @@
+"""The PPO expert: stable-baselines3 PPO on CarRacing-v3 with rl-baselines3-zoo's settings, an
+optional warm start from the track expert (behaviour cloning of PPO's own policy network through
+PPO's own observation wrappers, then DAgger rounds), and the trained expert exported as
+safetensors + JSON so that it drives like any other expert.
+
+The zoo's pipeline: frame skip 2, 64x64, grayscale, 2 stacked frames, 8 environments, CnnPolicy,
+learning rate linear from 1e-4, n_steps 512, batch 128, 10 epochs, gSDE (continuous), reward
+normalisation. From scratch it needs about 4M steps; SB3 PPO steps about 41 times a second on
+2 cores here, hence the warm start.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.wrappers import GrayscaleObservation, ResizeObservation
+from safetensors.torch import load_model, save_model
+from torch import nn
+from tqdm import tqdm
+
+from agents.env import ENV_ID, EPISODE_STEPS
+from nac.layer import ConfigError, _need
+
+SKIP, SIZE, STACK = 2, 64, 2
+EXPORT = "expert"  # the exported expert: <out>/expert/{config.json, policy.safetensors}
+
+
+def zoo_hyperparameters(continuous: bool) -> dict[str, Any]:
+    """rl-baselines3-zoo's PPO settings for CarRacing (hyperparams/ppo.yml)."""
+    return {
+        "n_steps": 512, "batch_size": 128, "gamma": 0.99, "gae_lambda": 0.95, "n_epochs": 10, "ent_coef": 0.0,
+        "max_grad_norm": 0.5, "vf_coef": 0.5, "clip_range": 0.2, "use_sde": continuous, "sde_sample_freq": 4 if continuous else -1,
+        "policy_kwargs": {"log_std_init": -2.0, "ortho_init": False, "activation_fn": "GELU", "net_arch": {"pi": [256], "vf": [256]}},
+    }
+
+
+def _policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {**kwargs, "activation_fn": getattr(nn, kwargs["activation_fn"])}
+
+
+class FrameSkip(gym.Wrapper):
+    """Repeat each action `skip` times and sum the rewards (the zoo's FrameSkip; gymnasium's
+    MaxAndSkipObservation also max-pools the frames, which the zoo's pipeline does not)."""
+
+    def __init__(self, env: gym.Env, skip: int = SKIP) -> None:
+        super().__init__(env)
+        self.skip = skip
+
+    def step(self, action: Any) -> Any:
+        total, obs, term, trunc, info = 0.0, None, False, False, {}
+        for _ in range(self.skip):
+            obs, reward, term, trunc, info = self.env.step(action)
+            total += float(reward)
+            if term or trunc:
+                break
+        return obs, total, term, trunc, info
+
+
+class ExpertLabel(gym.Wrapper):
+    """Puts the track expert's action for the new state into info["expert_action"] (for
+    behaviour cloning and DAgger inside vectorised environments, where the expert must run next
+    to its simulator)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        from agents.experts.track import TrackFollowingExpert
+
+        self.expert = TrackFollowingExpert(env)
+
+    def reset(self, **kwargs: Any) -> Any:
+        obs, info = self.env.reset(**kwargs)
+        self.expert.reset()
+        return obs, {**info, "expert_action": self.expert.select_action()}
+
+    def step(self, action: Any) -> Any:
+        obs, reward, term, trunc, info = self.env.step(action)
+        return obs, reward, term, trunc, {**info, "expert_action": self.expert.select_action()}
+
+
+def make_ppo_env(continuous: bool, max_steps: int = EPISODE_STEPS, labels: bool = True) -> gym.Env:
+    env: gym.Env = gym.make(ENV_ID, continuous=continuous, max_episode_steps=max_steps)
+    if labels:
+        env = ExpertLabel(env)
+    env = FrameSkip(env, SKIP)
+    env = ResizeObservation(env, (SIZE, SIZE))
+    return GrayscaleObservation(env, keep_dim=True)
+
+
+@dataclass
+class PPOTrainConfig:
+    out: str  # run folder
+    continuous: bool = True  # gSDE needs continuous actions (the zoo trains continuous)
+    timesteps: int = 200_000  # PPO environment steps (after frame skip) in this run, warm start excluded
+    envs: int = 8  # SubprocVecEnv workers (the zoo's 8)
+    warm_start: str | None = "track"  # "track": clone the track expert before PPO; None: from scratch
+    warm_steps: int = 20_000  # expert-driven steps recorded for cloning
+    dagger_rounds: int = 2  # DAgger rounds before PPO
+    dagger_steps: int = 10_000  # policy-driven steps per DAgger round
+    bc_epochs: int = 5  # passes over the aggregated data per round
+    eval_every: int = 20_000  # steps between evaluations on held-out seeds
+    eval_episodes: int = 5
+    eval_seed: int = 30_000  # held-out seeds for the eval callback
+    checkpoint_every: int = 20_000  # steps between checkpoints
+    seed: int = 0
+    device: str = "cpu"  # SB3's CnnPolicy on 64x64 trains about as fast on CPU
+    max_steps: int = EPISODE_STEPS
+
+    def __post_init__(self) -> None:
+        _need(self.timesteps >= 0, "timesteps must be >= 0")
+        _need(self.envs >= 1, "envs must be >= 1")
+        _need(self.warm_start in (None, "track"), f"warm start must be 'track' or none (got {self.warm_start!r})")
+        _need(self.warm_steps >= 1 and self.dagger_steps >= 1 and self.bc_epochs >= 1, "warm-start sizes must be >= 1")
+        _need(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.eval_episodes >= 1, "eval and checkpoint intervals must be >= 1")
+
+
+def _vec_env(cfg: PPOTrainConfig, n: int, seed: int) -> Any:
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
+
+    venv = make_vec_env(
+        partial(make_ppo_env, cfg.continuous, cfg.max_steps), n_envs=n, seed=seed,
+        vec_env_cls=SubprocVecEnv if n > 1 else DummyVecEnv,
+    )
+    return VecFrameStack(venv, STACK)
+
+
+def _labels(infos: list[dict], reset_infos: list[dict], dones: np.ndarray) -> np.ndarray:
+    """The expert's action for each environment's current observation (after an automatic
+    reset, the reset's label)."""
+    return np.stack([np.asarray((reset_infos[i] if dones[i] else infos[i])["expert_action"], dtype=np.float32) for i in range(len(infos))])
+
+
+def collect(model: Any, venv: Any, steps: int, beta: float, rng: np.random.Generator, desc: str) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    """Drive `steps` transitions executing the expert's action with probability beta (else the
+    policy's), recording every observation with the expert's label; finished episode returns."""
+    obs = venv.reset()
+    base = venv.unwrapped  # the innermost VecEnv keeps the reset infos (the wrappers do not pass them on)
+    labels = _labels(base.reset_infos, base.reset_infos, np.ones(venv.num_envs, bool))
+    xs, ys, returns, running = [], [], [], np.zeros(venv.num_envs)
+    for _ in tqdm(range(max(1, steps // venv.num_envs)), desc=desc, unit="step", leave=False):
+        xs.append(obs.copy())
+        ys.append(labels)
+        act = labels.copy()
+        if beta < 1.0:
+            pol, _ = model.predict(obs, deterministic=True)
+            use_policy = rng.random(venv.num_envs) >= beta
+            act[use_policy] = np.asarray(pol, dtype=np.float32).reshape(act.shape)[use_policy]
+        if not model.policy.squash_output and isinstance(model.action_space, gym.spaces.Box):
+            act = np.clip(act, model.action_space.low, model.action_space.high)
+        obs, rewards, dones, infos = venv.step(act if isinstance(model.action_space, gym.spaces.Box) else act.astype(np.int64))
+        running += rewards
+        for i in np.flatnonzero(dones):
+            returns.append(float(running[i]))
+            running[i] = 0.0
+        labels = _labels(infos, base.reset_infos, dones)
+    return np.concatenate(xs), np.concatenate(ys), returns
+
+
+def behaviour_clone(model: Any, obs: np.ndarray, labels: np.ndarray, epochs: int, seed: int) -> float:
+    """Fit PPO's own policy network to the expert's labels: the mean action (continuous, MSE)
+    or the action logits (discrete, cross-entropy). Returns the last epoch's mean loss."""
+    policy = model.policy
+    opt = torch.optim.Adam(policy.parameters(), lr=3e-4)
+    rng = np.random.default_rng(seed)
+    loss_sum = 0.0
+    policy.set_training_mode(True)
+    for _ in range(epochs):
+        order = rng.permutation(len(obs))
+        loss_sum, n = 0.0, 0
+        for i in range(0, len(order), 128):
+            idx = order[i : i + 128]
+            x, _ = policy.obs_to_tensor(obs[idx])
+            dist = policy.get_distribution(x)
+            y = torch.as_tensor(labels[idx], device=policy.device)
+            if isinstance(model.action_space, gym.spaces.Box):
+                loss = nn.functional.mse_loss(dist.distribution.mean, y)
+            else:
+                loss = nn.functional.cross_entropy(dist.distribution.logits, y.long().reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss_sum, n = loss_sum + float(loss.detach()) * len(idx), n + len(idx)
+        loss_sum /= max(1, n)
+    policy.set_training_mode(False)
+    return loss_sum
+
+
+def warm_start(model: Any, cfg: PPOTrainConfig, log: dict[str, Any]) -> None:
+    """Behaviour cloning on expert-driven steps, then DAgger rounds (beta 0.5 ** round)."""
+    venv = _vec_env(cfg, min(cfg.envs, 2), cfg.seed + 1000)  # two workers: cheap data collection
+    rng = np.random.default_rng(cfg.seed)
+    try:
+        xs, ys, rets = collect(model, venv, cfg.warm_steps, 1.0, rng, "expert steps")
+        log["warm"] = [{"round": 0, "steps": len(xs), "expert_returns": rets, "bc_loss": behaviour_clone(model, xs, ys, cfg.bc_epochs, cfg.seed)}]
+        for r in range(1, cfg.dagger_rounds + 1):
+            x, y, rets = collect(model, venv, cfg.dagger_steps, 0.5**r, rng, f"DAgger round {r}")
+            xs, ys = np.concatenate([xs, x]), np.concatenate([ys, y])
+            loss = behaviour_clone(model, xs, ys, cfg.bc_epochs, cfg.seed + r)
+            log["warm"].append({"round": r, "steps": len(x), "mixed_returns": rets, "bc_loss": loss})
+    finally:
+        venv.close()
+
+
+def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    out = Path(cfg.out)
+    ckpt_dir = out / "checkpoints"
+    latest = sorted(ckpt_dir.glob("ppo_*_steps.zip"), key=lambda p: int(p.stem.split("_")[1])) if ckpt_dir.is_dir() else []
+    if resume:
+        if not (out / "config.json").is_file():
+            raise ConfigError(f"nothing to resume in {out}: no PPO run there")
+        cfg = PPOTrainConfig(**{**json.loads((out / "config.json").read_text())["train"], "timesteps": cfg.timesteps})
+    elif out.exists() and any(out.iterdir()):
+        raise ConfigError(f"{out} is not empty; use --resume to continue the PPO run there, or another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    log: dict[str, Any] = json.loads((out / "log.json").read_text()) if (out / "log.json").is_file() else {}
+    hyper = zoo_hyperparameters(cfg.continuous)
+    (out / "config.json").write_text(json.dumps({"train": asdict(cfg), "hyperparameters": hyper}, indent=2) + "\n")
+
+    venv = _vec_env(cfg, cfg.envs, cfg.seed)
+    eval_env = VecNormalize(_vec_env(cfg, 1, cfg.eval_seed), norm_obs=False, norm_reward=False, training=False)
+    if resume and latest:
+        steps = latest[-1].stem.split("_")[1]
+        venv = VecNormalize.load(str(ckpt_dir / f"ppo_vecnormalize_{steps}_steps.pkl"), venv)
+        model = PPO.load(str(latest[-1]), env=venv, device=cfg.device, tensorboard_log=str(out / "tb"))
+    else:
+        venv = VecNormalize(venv, norm_obs=False, norm_reward=True)
+        lr0 = 1e-4
+        model = PPO(
+            "CnnPolicy", venv, learning_rate=lambda progress: lr0 * progress, seed=cfg.seed, device=cfg.device,
+            tensorboard_log=str(out / "tb"), verbose=0,
+            **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=_policy_kwargs(hyper["policy_kwargs"]),
+        )
+        if cfg.warm_start == "track" and "warm" not in log:
+            warm_start(model, cfg, log)
+            (out / "log.json").write_text(json.dumps(log, indent=2) + "\n")
+            model.save(str(ckpt_dir / "ppo_0_steps"))
+            venv.save(str(ckpt_dir / "ppo_vecnormalize_0_steps.pkl"))
+    callbacks = [
+        CheckpointCallback(max(1, cfg.checkpoint_every // cfg.envs), str(ckpt_dir), name_prefix="ppo", save_vecnormalize=True),
+        EvalCallback(eval_env, eval_freq=max(1, cfg.eval_every // cfg.envs), n_eval_episodes=cfg.eval_episodes,
+                     best_model_save_path=str(out / "best"), log_path=str(out / "eval"), deterministic=True, verbose=0),
+    ]
+    def checkpoint() -> None:
+        model.save(str(ckpt_dir / f"ppo_{model.num_timesteps}_steps"))
+        venv.save(str(ckpt_dir / f"ppo_vecnormalize_{model.num_timesteps}_steps.pkl"))
+
+    try:
+        if cfg.timesteps > 0:
+            model.learn(total_timesteps=cfg.timesteps, callback=callbacks, reset_num_timesteps=not resume, tb_log_name="ppo", progress_bar=True)
+        checkpoint()  # the end is a checkpoint too: --resume goes on from here
+    except KeyboardInterrupt:
+        checkpoint()
+        raise KeyboardInterrupt(f"PPO interrupted at {model.num_timesteps} steps; --resume continues") from None
+    finally:
+        venv.close()
+        eval_env.close()
+    export(model, cfg, out / EXPORT)
+    log["timesteps"] = int(model.num_timesteps)
+    (out / "log.json").write_text(json.dumps(log, indent=2) + "\n")
+    return {"out": str(out), "timesteps": int(model.num_timesteps), "expert": str(out / EXPORT), **log}
+
+
+def export(model: Any, cfg: PPOTrainConfig, directory: Path) -> None:
+    """The policy network as safetensors + JSON (no pickles): what PPOExpert loads."""
+    directory.mkdir(parents=True, exist_ok=True)
+    save_model(model.policy, str(directory / "policy.safetensors"))  # handles the shared feature extractor
+    (directory / "config.json").write_text(json.dumps({
+        "expert": "ppo", "continuous": cfg.continuous, "skip": SKIP, "size": SIZE, "stack": STACK,
+        "use_sde": bool(model.use_sde), "policy_kwargs": zoo_hyperparameters(cfg.continuous)["policy_kwargs"],
+    }, indent=2) + "\n")
+
+
+class PPOExpert:
+    """The exported PPO policy behind the expert contract, in a plain CarRacing environment: it
+    applies PPO's wrappers itself (decides every 2nd step on the last 2 decision frames, 64x64
+    grey) and holds its action in between, as FrameSkip did in training."""
+
+    name = "ppo"
+
+    def __init__(self, env: gym.Env, model_dir: str | Path) -> None:
+        from stable_baselines3.common.policies import ActorCriticCnnPolicy
+
+        d = Path(model_dir)
+        if (d / EXPORT / "config.json").is_file():  # a PPO run folder
+            d = d / EXPORT
+        if not (d / "config.json").is_file() or not (d / "policy.safetensors").is_file():
+            raise FileNotFoundError(f"{d} holds no exported PPO expert (config.json + policy.safetensors from 'nacdrive expert train')")
+        self.config = json.loads((d / "config.json").read_text())
+        if bool(env.unwrapped.continuous) != self.config["continuous"]:
+            raise ConfigError("the PPO expert was trained for the other action space; add or drop --continuous")
+        self.env = env
+        obs_space = gym.spaces.Box(0, 255, (STACK, SIZE, SIZE), np.uint8)
+        self.policy = ActorCriticCnnPolicy(
+            obs_space, env.action_space, lambda _: 0.0, use_sde=self.config["use_sde"], **_policy_kwargs(self.config["policy_kwargs"])
+        )
+        load_model(self.policy, str(d / "policy.safetensors"), device="cpu")
+        self.policy.set_training_mode(False)
+        # the same transforms as training's wrappers (gymnasium's own code, not a copy)
+        self._resize = ResizeObservation(env, (SIZE, SIZE))
+        self._grey = GrayscaleObservation(self._resize, keep_dim=True)
+        self.model_dir = str(d)
+        self.reset()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "model": self.model_dir, "config": self.config}
+
+    def reset(self) -> None:
+        self._t = 0
+        self._frames: list[np.ndarray] = []
+        self._action: Any = None
+
+    def select_action(self, obs: np.ndarray) -> Any:
+        if self._t % SKIP == 0:
+            grey = self._grey.observation(self._resize.observation(obs))[..., 0]  # (64, 64)
+            self._frames = (self._frames or [np.zeros_like(grey)] * (STACK - 1))[-(STACK - 1):] + [grey]
+            x = np.stack(self._frames)[None]  # (1, STACK, 64, 64) as VecFrameStack + VecTransposeImage give
+            with torch.no_grad():
+                action, _ = self.policy.predict(x, deterministic=True)
+            self._action = action[0] if self.config["continuous"] else int(action[0])
+        self._t += 1
+        return self._action

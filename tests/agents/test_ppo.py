@@ -1,0 +1,61 @@
+"""The PPO expert: zoo settings, a warm start that clones the track expert through PPO's own
+wrappers, checkpoints and resume, and the exported expert driving like any other."""
+
+import json
+
+import numpy as np
+import pytest
+
+from agents.env import make_env
+from agents.experts import make_expert
+from agents.experts.ppo import FrameSkip, PPOTrainConfig, make_ppo_env, train_ppo, zoo_hyperparameters
+from agents.rollout import run_episode
+from nac import ConfigError
+
+
+def test_the_wrappers_and_settings_are_the_zoos():
+    env = make_ppo_env(True, max_steps=20)
+    obs, info = env.reset(seed=0)
+    assert obs.shape == (64, 64, 1) and obs.dtype == np.uint8 and info["expert_action"].shape == (3,)
+    _, _, _, _, info = env.step(np.array([0.0, 1.0, 0.0], np.float32))
+    assert "expert_action" in info
+    env.close()
+    h = zoo_hyperparameters(True)
+    assert (h["n_steps"], h["batch_size"], h["use_sde"], h["sde_sample_freq"]) == (512, 128, True, 4)
+
+
+def test_frame_skip_repeats_the_action_and_sums_rewards():
+    class Count:
+        def __init__(self):
+            self.steps = 0
+
+        def step(self, a):
+            self.steps += 1
+            return self.steps, 1.0, False, False, {}
+
+    inner = Count()
+    skip = FrameSkip.__new__(FrameSkip)
+    skip.env, skip.skip = inner, 2
+    obs, reward, *_ = skip.step(0)
+    assert obs == 2 and reward == 2.0 and inner.steps == 2
+
+
+def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path):
+    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=512, envs=1, warm_steps=32, dagger_rounds=1, dagger_steps=16,
+                         bc_epochs=1, eval_every=10_000, checkpoint_every=10_000, max_steps=60)
+    r = train_ppo(cfg)
+    assert r["timesteps"] >= 512 and [w["round"] for w in r["warm"]] == [0, 1]
+    run = tmp_path / "ppo"
+    assert (run / "expert" / "policy.safetensors").is_file() and list((run / "tb").iterdir())
+    assert json.loads((run / "expert" / "config.json").read_text())["use_sde"] is True
+    with pytest.raises(ConfigError, match="not empty"):
+        train_ppo(cfg)
+    again = train_ppo(PPOTrainConfig(out=str(run), timesteps=512), resume=True)
+    assert again["timesteps"] >= 1024  # continued from the checkpoint
+    env = make_env(True, max_steps=30)
+    expert = make_expert("ppo", env, run)
+    result = run_episode(env, expert, seed=3)
+    env.close()
+    assert result.length == 30
+    with pytest.raises(ConfigError, match="other action space"):
+        make_expert("ppo", make_env(False, max_steps=5), run)
