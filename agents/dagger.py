@@ -39,7 +39,7 @@ class DaggerConfig:
     episodes: int = 10  # policy rollouts per round
     beta: float = 0.5  # round r executes the expert's action with probability beta ** r
     epochs: int = 2  # training epochs added per round
-    minutes: float | None = None  # or: training minutes added per round
+    minutes: float | None = None  # and at most this many training minutes per round (None: no cap)
     workers: int = 0  # rollout processes; 0 = up to 2
     seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i
     max_steps: int = EPISODE_STEPS  # steps per rollout (CarRacing's limit is 1000)
@@ -129,7 +129,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         tc = TrainConfig.from_dict(saved["train"])
         if "target" not in state["rounds"][r - 1]:
             target = {
-                "epochs": train_state["epoch"] + cfg.epochs if cfg.minutes is None else None,
+                "epochs": train_state["epoch"] + cfg.epochs,
                 "minutes": (train_state["seconds"] / 60 + cfg.minutes) if cfg.minutes is not None else None,
             }
             state["rounds"][r - 1]["target"] = target

@@ -30,9 +30,11 @@ class QuickstartConfig:
     head: str = "nac"  # the sequence head to train
     continuous: bool = True  # continuous actions (the expert finishes every lap); False: 5 discrete
     episodes: int = 20  # expert demonstrations (seeds 0 ..)
-    train_minutes: float = 5.0  # behaviour cloning
+    train_epochs: int = 6  # behaviour cloning (about 3 minutes on 2 quiet cores) ...
+    train_minutes: float = 6.0  # ... and never longer than this, on a slower or busy machine
     dagger_episodes: int = 10  # policy rollouts labelled by the expert
-    dagger_minutes: float = 2.5  # training after the DAgger round
+    dagger_epochs: int = 2  # training after the DAgger round (about 2 minutes) ...
+    dagger_minutes: float = 4.0  # ... and never longer than this
     eval_episodes: int = 10  # held-out seeds from eval_seed_start
     eval_seed_start: int = 10000
     workers: int = 0  # processes for driving; 0 = up to 2
@@ -41,6 +43,7 @@ class QuickstartConfig:
     def __post_init__(self) -> None:
         _need(self.episodes >= 2, f"episodes must be >= 2 (one is held out for validation; got {self.episodes})")
         _need(self.train_minutes > 0 and self.dagger_minutes > 0, "training minutes must be > 0")
+        _need(self.train_epochs >= 1 and self.dagger_epochs >= 1, "training epochs must be >= 1")
         _need(self.dagger_episodes >= 1 and self.eval_episodes >= 1, "episode counts must be >= 1")
 
 
@@ -66,8 +69,8 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("collect", t0)
 
     t0 = time.monotonic()
-    _stage(f"2/5 behaviour cloning CNN + {cfg.head} for {cfg.train_minutes:g} min -> {run}")
-    train_cfg = TrainConfig(data=[str(data)], out=str(run), head=cfg.head, minutes=cfg.train_minutes)
+    _stage(f"2/5 behaviour cloning CNN + {cfg.head}, {cfg.train_epochs} epochs (at most {cfg.train_minutes:g} min) -> {run}")
+    train_cfg = TrainConfig(data=[str(data)], out=str(run), head=cfg.head, epochs=cfg.train_epochs, minutes=cfg.train_minutes)
     state_file = run / "train_state.json"
     if not state_file.is_file():
         train(train_cfg)
@@ -76,8 +79,11 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("train", t0)
 
     t0 = time.monotonic()
-    _stage(f"3/5 one DAgger round: {cfg.dagger_episodes} policy rollouts labelled by the expert, {cfg.dagger_minutes:g} min of training")
-    dagger(DaggerConfig(run=str(run), rounds=1, episodes=cfg.dagger_episodes, minutes=cfg.dagger_minutes, workers=cfg.workers, max_steps=cfg.max_steps))
+    _stage(f"3/5 one DAgger round: {cfg.dagger_episodes} policy rollouts labelled by the expert, {cfg.dagger_epochs} epochs of training")
+    dagger(DaggerConfig(
+        run=str(run), rounds=1, episodes=cfg.dagger_episodes, epochs=cfg.dagger_epochs, minutes=cfg.dagger_minutes,
+        workers=cfg.workers, max_steps=cfg.max_steps,
+    ))
     timed("dagger", t0)
 
     t0 = time.monotonic()
@@ -109,15 +115,15 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         "",
         f"CNN + {cfg.head} policy for gymnasium CarRacing-v3, {space} actions, trained on this machine's CPU.",
         "",
-        "## Closed loop (held-out seeds, argmax actions, full 1000-step episodes)",
+        "## Closed loop (held-out seeds, deterministic actions, full 1000-step episodes)",
         "",
         to_markdown(rows),
         "",
         "## Training",
         "",
         f"- demonstrations: {data} ({cfg.episodes} track-expert episodes, seeds 0..{cfg.episodes - 1})",
-        f"- behaviour cloning: {cfg.train_minutes:g} min, then one DAgger round of {cfg.dagger_episodes} rollouts "
-        f"(mean return while collecting {dag['rounds'][0].get('rollout_mean_return', float('nan')):.1f}) and {cfg.dagger_minutes:g} min",
+        f"- behaviour cloning: {metrics['epochs']} epochs in all, {metrics['train_seconds'] / 60:.1f} min of training; one DAgger "
+        f"round of {cfg.dagger_episodes} rollouts (mean return while collecting {dag['rounds'][0].get('rollout_mean_return', float('nan')):.1f})",
         f"- offline, held-out episodes: validation loss {best.get('val_loss', float('nan')):.4f}, "
         f"action-class accuracy {best.get('val_accuracy', float('nan')):.1%}"
         + (f", steering MAE {best['val_steer_mae']:.3f}" if "val_steer_mae" in best else ""),

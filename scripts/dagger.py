@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, default=10, help="rollouts per round (default 10)")
     p.add_argument("--beta", type=float, default=0.5, help="expert-action probability base: beta**round (default 0.5)")
     p.add_argument("--epochs", type=positive_int, default=2, help="training epochs per round (default 2)")
-    p.add_argument("--minutes", type=positive_float, help="training minutes per round instead of --epochs")
+    p.add_argument("--minutes", type=positive_float, help="also stop a round's training after this many minutes")
     p.add_argument("--workers", type=non_negative_int, default=0, help="rollout processes (default: up to 2)")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per rollout (default 1000, CarRacing's limit)")
     p.add_argument("--quiet", action="store_true", help="no training progress bars")

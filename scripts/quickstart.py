@@ -24,9 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--head", default="nac", choices=head_names(), help="sequence head to train (default nac)")
     p.add_argument("--discrete", action="store_true", help="5 discrete actions instead of continuous (steer, gas, brake)")
     p.add_argument("--episodes", type=positive_int, default=20, help="expert demonstrations (default 20)")
-    p.add_argument("--train-minutes", type=positive_float, default=5.0, help="behaviour-cloning minutes (default 5)")
+    p.add_argument("--train-epochs", type=positive_int, default=6, help="behaviour-cloning epochs (default 6)")
+    p.add_argument("--train-minutes", type=positive_float, default=6.0, help="at most this many minutes of behaviour cloning (default 6)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts (default 10)")
-    p.add_argument("--dagger-minutes", type=positive_float, default=2.5, help="training minutes after DAgger (default 2.5)")
+    p.add_argument("--dagger-epochs", type=positive_int, default=2, help="training epochs after the DAgger round (default 2)")
+    p.add_argument("--dagger-minutes", type=positive_float, default=4.0, help="at most this many minutes of it (default 4)")
     p.add_argument("--eval-episodes", type=positive_int, default=10, help="held-out evaluation episodes (default 10)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="processes for driving (default: up to 2)")
     p.add_argument("--max-steps", type=positive_int, default=1000, help=argparse.SUPPRESS)  # tests: short episodes
@@ -38,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = QuickstartConfig(
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
-        train_minutes=args.train_minutes, dagger_episodes=args.dagger_episodes, dagger_minutes=args.dagger_minutes,
+        train_epochs=args.train_epochs, train_minutes=args.train_minutes, dagger_episodes=args.dagger_episodes,
+        dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes,
         eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps,
     )
     result = quickstart(cfg)
