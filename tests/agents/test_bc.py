@@ -56,11 +56,11 @@ def test_an_interrupted_run_resumes_to_the_same_result(tiny_demos, tmp_path, mon
     calls = {"n": 0}
     original = Batches.batch
 
-    def flaky(self, rows, device):
+    def flaky(self, rows, device, back=None):
         calls["n"] += 1
         if calls["n"] == 11:  # in the middle of the second epoch
             raise KeyboardInterrupt
-        return original(self, rows, device)
+        return original(self, rows, device, back)
 
     monkeypatch.setattr(Batches, "batch", flaky)
     with pytest.raises(KeyboardInterrupt, match="--resume"):
