@@ -1,7 +1,7 @@
 """`nacdrive quickstart`: from nothing to a NAC policy driving CarRacing, on a laptop CPU.
 
 Collect demonstrations with the privileged track expert, behaviour-clone a CNN + NAC policy,
-one DAgger round, evaluate on held-out seeds beside the expert, record a video, and write a
+DAgger rounds, evaluate on held-out seeds beside the expert, record a video, and write a
 report. Every stage
 is resumable: running the command again continues where an interruption left it, and a
 finished stage is not redone.
@@ -29,10 +29,11 @@ class QuickstartConfig:
     out: str = "runs/quickstart"  # everything goes here
     head: str = "nac"  # the sequence head to train
     continuous: bool = True  # continuous actions (the expert finishes every lap); False: 5 discrete
-    episodes: int = 20  # expert demonstrations (seeds 0 ..)
+    episodes: int = 30  # expert demonstrations (seeds 0 ..)
     train_epochs: int = 6  # behaviour cloning (about 3 minutes on 2 quiet cores) ...
     train_minutes: float = 6.0  # ... and never longer than this, on a slower or busy machine
-    dagger_episodes: int = 10  # policy rollouts labelled by the expert
+    dagger_rounds: int = 2  # DAgger rounds (the pretrained policies' recipe)
+    dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
     dagger_epochs: int = 2  # training after the DAgger round (about 2 minutes) ...
     dagger_minutes: float = 4.0  # ... and never longer than this
     eval_episodes: int = 10  # held-out seeds from eval_seed_start
@@ -79,9 +80,9 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("train", t0)
 
     t0 = time.monotonic()
-    _stage(f"3/5 one DAgger round: {cfg.dagger_episodes} policy rollouts labelled by the expert, {cfg.dagger_epochs} epochs of training")
+    _stage(f"3/5 {cfg.dagger_rounds} DAgger rounds: {cfg.dagger_episodes} policy rollouts labelled by the expert, {cfg.dagger_epochs} epochs of training each")
     dagger(DaggerConfig(
-        run=str(run), rounds=1, episodes=cfg.dagger_episodes, epochs=cfg.dagger_epochs, minutes=cfg.dagger_minutes,
+        run=str(run), rounds=cfg.dagger_rounds, episodes=cfg.dagger_episodes, epochs=cfg.dagger_epochs, minutes=cfg.dagger_minutes,
         workers=cfg.workers, max_steps=cfg.max_steps,
     ))
     timed("dagger", t0)
@@ -122,8 +123,9 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         "## Training",
         "",
         f"- demonstrations: {data} ({cfg.episodes} track-expert episodes, seeds 0..{cfg.episodes - 1})",
-        f"- behaviour cloning: {metrics['epochs']} epochs in all, {metrics['train_seconds'] / 60:.1f} min of training; one DAgger "
-        f"round of {cfg.dagger_episodes} rollouts (mean return while collecting {dag['rounds'][0].get('rollout_mean_return', float('nan')):.1f})",
+        f"- behaviour cloning: {metrics['epochs']} epochs in all, {metrics['train_seconds'] / 60:.1f} min of training; {len(dag['rounds'])} DAgger "
+        f"rounds of {cfg.dagger_episodes} rollouts (mean return while collecting: "
+        + ", ".join(f"{r.get('rollout_mean_return', float('nan')):.1f}" for r in dag["rounds"]) + ")",
         f"- offline, held-out episodes: validation loss {best.get('val_loss', float('nan')):.4f}, "
         f"action-class accuracy {best.get('val_accuracy', float('nan')):.1%}"
         + (f", steering MAE {best['val_steer_mae']:.3f}" if "val_steer_mae" in best else ""),

@@ -12,10 +12,10 @@ from scripts.train import positive_float
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "quickstart",
-        help="record demonstrations, train a NAC policy, DAgger, evaluate, video, report (about 13 min on 2 CPU cores)",
+        help="record demonstrations, train a NAC policy, DAgger, evaluate, video, report (about 11 min on 2 CPU cores)",
         description=(
             "From nothing to a CNN + NAC policy driving CarRacing-v3: records demonstrations with the privileged "
-            "track expert, behaviour-clones the policy on CPU, runs one DAgger round, evaluates it on held-out "
+            "track expert, behaviour-clones the policy on CPU, runs two DAgger rounds, evaluates it on held-out "
             "seeds beside the expert, records an evaluation video and writes OUT/report.md. Nothing is downloaded. Run it again to continue "
             "after an interruption."
         ),
@@ -23,10 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/quickstart", help="output folder (default runs/quickstart)")
     p.add_argument("--head", default="nac", choices=head_names(), help="sequence head to train (default nac)")
     p.add_argument("--discrete", action="store_true", help="5 discrete actions instead of continuous (steer, gas, brake)")
-    p.add_argument("--episodes", type=positive_int, default=20, help="expert demonstrations (default 20)")
+    p.add_argument("--episodes", type=positive_int, default=30, help="expert demonstrations (default 30)")
     p.add_argument("--train-epochs", type=positive_int, default=6, help="behaviour-cloning epochs (default 6)")
     p.add_argument("--train-minutes", type=positive_float, default=6.0, help="at most this many minutes of behaviour cloning (default 6)")
-    p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts (default 10)")
+    p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
+    p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-epochs", type=positive_int, default=2, help="training epochs after the DAgger round (default 2)")
     p.add_argument("--dagger-minutes", type=positive_float, default=4.0, help="at most this many minutes of it (default 4)")
     p.add_argument("--eval-episodes", type=positive_int, default=10, help="held-out evaluation episodes (default 10)")
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = QuickstartConfig(
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
-        train_epochs=args.train_epochs, train_minutes=args.train_minutes, dagger_episodes=args.dagger_episodes,
+        train_epochs=args.train_epochs, train_minutes=args.train_minutes, dagger_rounds=args.dagger_rounds, dagger_episodes=args.dagger_episodes,
         dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes,
         eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps,
     )
