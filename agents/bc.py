@@ -19,8 +19,8 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from agents.policy import resolve_device
-from agents.training import TrainConfig, fit, init_distributed, prepare_run, write_json
-from datasets.demos import DataError, DemoSet, Episode
+from agents.training import TrainConfig, fit, init_distributed, prepare_run
+from datasets.demos import DataError, DemoSet, Episode, write_json
 from datasets.windows import FrameStore, FrameWindows, jittered_back, kfold_by_episode, split_by_episode
 from nac.driving import DrivingNet, DrivingNetConfig
 from nac.layer import ConfigError
@@ -262,6 +262,7 @@ class CarRacingTask:
         self.label = net_cfg.head
         self.extra = {"train": asdict(cfg), "data": _data_summary(demos, train_keys, val_keys)}
         self._order: tuple[int, np.ndarray] | None = None
+        self._weights: Tensor | None = None
 
     def batches_per_epoch(self) -> int:
         return len(self.batches)
@@ -279,9 +280,16 @@ class CarRacingTask:
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
         raw = model(batch["frames"], batch["timestamps"], batch["index"])
-        weights = torch.tensor(self.class_weights, dtype=torch.float32, device=device) if self.balance == "weights" else None
-        per_row, correct = loss_terms(self.net, raw, batch, weights)
+        per_row, correct = loss_terms(self.net, raw, batch, self._loss_weights(device))
         return per_row.mean(), {"acc": float(correct.float().mean())}
+
+    def _loss_weights(self, device: torch.device) -> Tensor | None:
+        """The class weights as a tensor on `device`, made once (the loss runs every step)."""
+        if self.balance != "weights":
+            return None
+        if self._weights is None or self._weights.device != device:
+            self._weights = torch.tensor(self.class_weights, dtype=torch.float32, device=device)
+        return self._weights
 
     def validate(self, device: torch.device) -> dict[str, float]:
         return validate(self.net, self.val_windows, device)

@@ -25,7 +25,7 @@ from agents.env import EPISODE_STEPS, make_env
 from agents.experts import EXPERTS, make_expert
 from agents.policy import DrivingPolicy
 from agents.rollout import default_workers, parallel_map, run_episode
-from datasets.demos import DemoSet
+from datasets.demos import DemoSet, write_json
 from nac.layer import ConfigError, _need
 
 FIRST_SEED = 1_000_000  # DAgger rollouts use seeds from here on, far from collection and evaluation
@@ -112,7 +112,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         seeds = [cfg.seed_start + (r - 1) * cfg.episodes + i for i in range(cfg.episodes)]
         if len(state["rounds"]) < r:
             state["rounds"].append({"round": r, "beta": beta, "seeds": seeds, "trained": False})
-            _write(state_path, state)
+            write_json(state_path, state)
         todo = [s for s in seeds if s not in set(demos.seeds())]
         if todo:
             parallel_map(
@@ -133,25 +133,19 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
                 "minutes": (train_state["seconds"] / 60 + cfg.minutes) if cfg.minutes is not None else None,
             }
             state["rounds"][r - 1]["target"] = target
-            _write(state_path, state)
+            write_json(state_path, state)
         target = state["rounds"][r - 1]["target"]
         data = tc.data if str(data_dir) in tc.data else [*tc.data, str(data_dir)]
         tc = TrainConfig.from_dict({**asdict(tc), "data": data, "epochs": target["epochs"] or 10**9, "minutes": target["minutes"]})
         saved["train"] = asdict(tc)
-        _write(config_path, saved)
+        write_json(config_path, saved)
         # best weights from this round's training on (the validation episodes are expert-driven,
         # so the pre-round weights would often stay "best" and the round would change nothing)
         first_time = not state["rounds"][r - 1].get("best_restarted")
         state["rounds"][r - 1]["best_restarted"] = True
-        _write(state_path, state)
+        write_json(state_path, state)
         metrics = train(tc, resume=True, quiet=quiet, restart_best=first_time)
         state["rounds"][r - 1].update(trained=True, rollout_mean_return=float(np.mean(returns)), best=metrics.get("best"))
-        _write(state_path, state)
+        write_json(state_path, state)
         saved = json.loads(config_path.read_text())
     return state
-
-
-def _write(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)

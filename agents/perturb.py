@@ -49,11 +49,6 @@ class Perturbation:
     def __str__(self) -> str:
         return f"{self.name}={self.level:g}"
 
-    @property
-    def clean(self) -> bool:
-        """True when the level changes nothing (drop=0, delay=0, jitter=1, noise=0, ...)."""
-        return {"drop": 0.0, "jitter": 1.0, "delay": 0.0, "noise": 0.0, "brightness": 1.0, "action-noise": 0.0, "hue": 0.0}.get(self.name) == self.level
-
 
 def parse(text: str) -> Perturbation:
     """"drop=0.2" -> Perturbation("drop", 0.2); a clear error naming what is allowed."""

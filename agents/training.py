@@ -29,6 +29,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from datasets.demos import write_json
 from nac.layer import ConfigError, _need
 
 TASKS = ("carracing", "udacity")
@@ -146,12 +147,6 @@ def _load_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer) -> dict[s
             state.setdefault(int(pid), {})[name] = v
     opt.load_state_dict({"state": state, "param_groups": counters["param_groups"]})
     return counters
-
-
-def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
 
 
 # ---------------------------------------------------------------------- distributed (torchrun)

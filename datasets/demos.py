@@ -154,7 +154,7 @@ class DemoSet:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         manifest = {"format": FORMAT, **header, "software": software_versions(), "episodes": []}
-        _write_json(d / MANIFEST, manifest)
+        write_json(d / MANIFEST, manifest)
         return DemoSet(d)
 
     @property
@@ -177,7 +177,7 @@ class DemoSet:
         self.save()
 
     def save(self) -> None:
-        _write_json(self.dir / MANIFEST, self.manifest)
+        write_json(self.dir / MANIFEST, self.manifest)
 
     def load(self, seeds: Iterable[int] | None = None) -> list[Episode]:
         """Episodes (all, or those with the given seeds), decoded into memory."""
@@ -282,7 +282,8 @@ def _ranges(seeds: list[int]) -> str:
     return ", ".join(out)
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (a temporary file, then rename): readers never see half a file."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, path)

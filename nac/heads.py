@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ncps.torch import CfC, LTC
 from torch import Tensor, nn
 
-from nac.layer import NAC, ConfigDict, ConfigError, NACConfig, _need, allowed_keys
+from nac.layer import NAC, ConfigDict, NACConfig, _need, allowed_keys
 
 HEADS: dict[str, Callable[["HeadConfig"], "SequenceHead"]] = {}
 _PRESETS: dict[str, dict[str, Any]] = {}

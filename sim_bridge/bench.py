@@ -20,7 +20,8 @@ import numpy as np
 from sim_bridge.standin import UnityLikeClient, telemetry_fields
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -50,7 +51,7 @@ def sample_frames(n: int = 200) -> list[np.ndarray]:
 def bench_bridge(run: str, seconds: float = 60.0) -> dict[str, Any]:
     frames = sample_frames()
     fields = [telemetry_fields(f, 0.0, 0.3, 12.0) for f in frames]
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "scripts.cli", "drive", run, "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"},

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import csv
 import logging
 import math
 import sys

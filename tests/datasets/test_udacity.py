@@ -1,7 +1,6 @@
 """Udacity recordings: both CSV forms, paths resolved next to the CSV, bad rows reported, PilotNet
 preprocessing and seeded augmentation, splits by session."""
 
-import shutil
 from pathlib import Path
 
 import cv2

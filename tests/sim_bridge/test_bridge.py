@@ -2,7 +2,6 @@
 standard python-socketio client."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from datasets.udacity import read_log
 from nac import ConfigError
 from nac.pilotnet import PilotNet, PilotNetConfig
 from sim_bridge import patches
+from sim_bridge.bench import free_port
 from sim_bridge.server import BadTelemetry, BridgeConfig, DriveRecorder, SpeedController, parse_telemetry
 from sim_bridge.standin import UnityLikeClient, telemetry_fields
 
@@ -78,18 +78,12 @@ def test_recorder_never_overwrites(tmp_path):
     assert BridgeConfig().host == "127.0.0.1"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def bridge(tmp_path_factory):
     root = tmp_path_factory.mktemp("bridge")
     torch.manual_seed(0)
     PilotNet(PilotNetConfig(head="nac", d_model=20, num_heads=4)).save(root / "run", "best", {"train": {}})
-    port = _free_port()
+    port = free_port()
     record = root / "drive"
     proc = subprocess.Popen(
         [sys.executable, "-m", "scripts.cli", "drive", str(root / "run"), "--port", str(port), "--record", str(record)],
@@ -157,7 +151,7 @@ def test_the_stand_in_simulator_closes_the_loop(tmp_path):
                         "--epochs", "1", "--batch-size", "16", "--quiet", "--d-model", "20", "--num-heads", "4"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    port = _free_port()
+    port = free_port()
     drive = subprocess.Popen([sys.executable, "-m", "scripts.cli", "drive", str(run), "--port", str(port)],
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
