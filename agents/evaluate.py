@@ -209,6 +209,24 @@ def write_leaderboard(rows: list[dict[str, Any]], path: str | Path) -> None:
     p.write_text(json.dumps(rows, indent=2) + "\n")
 
 
+def robustness_points(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple[float, float, float, float]]]]:
+    """{kind: {run: [(level, mean, ci95 low, ci95 high), ...] sorted by level}} of the learned
+    rows; a clean row ("none") is level 0 of every kind, unless that kind was run at 0 itself."""
+    learned = [r for r in rows if not r.get("reference")]
+    kinds = sorted({r["perturbation"].split("=")[0] for r in learned} - {"none"})
+    points: dict[str, dict[str, list[tuple[float, float, float, float]]]] = {}
+    for kind in kinds:
+        for run in sorted({r["run"] for r in learned}):
+            at: dict[float, dict[str, Any]] = {}
+            for r in sorted(learned, key=lambda r: r["perturbation"] != "none"):  # an explicit level 0 wins
+                name, _, value = r["perturbation"].partition("=")
+                if r["run"] == run and name in ("none", kind):
+                    at[0.0 if name == "none" else float(value)] = r
+            if at:
+                points.setdefault(kind, {})[run] = sorted((x, r["mean_return"], r["ci95_low"], r["ci95_high"]) for x, r in at.items())
+    return points
+
+
 def robustness_plot(rows: list[dict[str, Any]], path: str | Path) -> list[str]:
     """Mean return (with 95 % intervals) against perturbation level, one line per run, one panel
     per kind of perturbation; returns the kinds plotted."""
@@ -217,21 +235,15 @@ def robustness_plot(rows: list[dict[str, Any]], path: str | Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    learned = [r for r in rows if not r.get("reference") and r.get("perturbation", "none") != "none"]
-    kinds = sorted({r["perturbation"].split("=")[0] for r in learned})
-    if not kinds:
+    points = robustness_points(rows)
+    if not points:
         return []
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.8), squeeze=False)
-    for ax, kind in zip(axes[0], kinds):
-        for run in sorted({r["run"] for r in learned}):
-            pts = sorted(
-                (float(r["perturbation"].split("=")[1]), r["mean_return"], r["ci95_low"], r["ci95_high"], r["head"])
-                for r in learned if r["run"] == run and r["perturbation"].split("=")[0] == kind
-            )
-            if not pts:
-                continue
-            x, m, lo, hi, head = zip(*pts)
-            ax.errorbar(x, m, yerr=[np.subtract(m, lo), np.subtract(hi, m)], marker="o", capsize=3, label=f"{head} ({Path(run).name})")
+    heads = {r["run"]: r["head"] for r in rows if not r.get("reference")}
+    fig, axes = plt.subplots(1, len(points), figsize=(5 * len(points), 3.8), squeeze=False)
+    for ax, (kind, runs) in zip(axes[0], points.items()):
+        for run, pts in runs.items():
+            x, m, lo, hi = zip(*pts)
+            ax.errorbar(x, m, yerr=[np.subtract(m, lo), np.subtract(hi, m)], marker="o", capsize=3, label=f"{heads[run]} ({Path(run).name})")
         ax.set_xlabel(f"{kind} level")
         ax.set_ylabel("mean return (95 % CI)")
         ax.set_title(kind)
@@ -241,4 +253,4 @@ def robustness_plot(rows: list[dict[str, Any]], path: str | Path) -> list[str]:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    return kinds
+    return list(points)

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--perturb", action="append", default=[], metavar="NAME[=LEVEL]",
         help="evaluate under a perturbation, once per given level (repeat the flag): drop=p, jitter=s, delay=k, "
         "noise=sigma, blur[=sigma], brightness=f, hue[=shift], action-noise=p; one leaderboard per level and a "
-        "plot of return against level",
+        "plot of return against level (give 'none' too for the clean level 0 of every panel)",
     )
     p.add_argument("--plot", type=Path, metavar="FILE.png", help="with --perturb: where the plot goes (default beside --json, else in the first run)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the leaderboard as JSON (a list, one object per row)")
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agents.evaluate import robustness_plot
 
-    specs = args.perturb or [None]
+    specs = [None if spec == "none" else spec for spec in args.perturb] or [None]
     configs = [
         EvaluateConfig(
             runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, weights=args.weights,

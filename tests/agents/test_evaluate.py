@@ -7,7 +7,7 @@ import pytest
 
 from agents import evaluate as ev
 from agents.training import TrainConfig, train
-from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
+from agents.evaluate import EvaluateConfig, evaluate, robustness_points, to_markdown, write_leaderboard
 from nac import ConfigError
 
 
@@ -66,3 +66,22 @@ def test_not_a_run_is_a_clear_error(tmp_path, tiny_demos):
         evaluate(EvaluateConfig(runs=[str(tmp_path)], episodes=1, workers=1))
     with pytest.raises(ConfigError, match="weights must be one of"):
         EvaluateConfig(runs=["x"], weights="final")
+
+
+def test_robustness_points_put_the_clean_row_at_level_zero_of_every_kind():
+    def row(run, pert, mean, reference=False):
+        return {"run": run, "head": "nac", "perturbation": pert, "mean_return": mean, "ci95_low": mean - 1, "ci95_high": mean + 1, "reference": reference}
+
+    rows = [
+        row("a", "none", 900.0), row("a", "drop=0.4", 500.0), row("a", "drop=0.2", 700.0), row("a", "delay=2", 600.0),
+        row("b", "none", 800.0), row("b", "drop=0", 810.0), row("b", "drop=0.2", 650.0),
+        row("expert", "none", 930.0, reference=True),
+    ]
+    points = robustness_points(rows)
+    assert list(points) == ["delay", "drop"]
+    assert [p[:2] for p in points["drop"]["a"]] == [(0.0, 900.0), (0.2, 700.0), (0.4, 500.0)]
+    assert [p[:2] for p in points["delay"]["a"]] == [(0.0, 900.0), (2.0, 600.0)]
+    assert [p[:2] for p in points["drop"]["b"]] == [(0.0, 810.0), (0.2, 650.0)]  # its own drop=0 wins over clean
+    assert points["delay"]["b"] == [(0.0, 800.0, 799.0, 801.0)]
+    assert "expert" not in points["drop"]
+    assert robustness_points([row("a", "none", 900.0)]) == {}

@@ -110,11 +110,11 @@ def test_evaluate_under_perturbations_gives_one_board_per_level_and_a_plot(tiny_
     assert _run("train", "--data", tiny_demos, "--out", str(run), "--head", "nac", "--window", "4", "--epochs", "1", "--quiet").returncode == 0
     lb = tmp_path / "robust.json"
     r = _run("evaluate", str(run), "--episodes", "2", "--seed-start", "700", "--workers", "1", "--max-steps", "20",
-             "--perturb", "drop=0", "--perturb", "drop=0.5", "--json", str(lb))
+             "--perturb", "none", "--perturb", "drop=0.5", "--json", str(lb))
     assert r.returncode == 0, r.stderr
     rows = json.loads(lb.read_text())
-    assert sorted(row["perturbation"] for row in rows) == ["drop=0", "drop=0.5"]
-    assert r.stdout.count("Leaderboard, seeds 700..701, perturbation") == 2
+    assert sorted(row["perturbation"] for row in rows if not row.get("reference")) == ["drop=0.5", "none"]
+    assert r.stdout.count("Leaderboard, seeds 700..701") == 2
     assert (tmp_path / "robust.png").stat().st_size > 5000
     bad = _run("evaluate", str(run), "--perturb", "teleport=1")
     assert bad.returncode == 2 and "unknown perturbation 'teleport'" in bad.stderr
