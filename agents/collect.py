@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.env import ACTIONS, ENV_ID, EPISODE_STEPS, FPS, STATE_FIELDS, car_state, make_env
-from agents.experts import EXPERTS, make_expert
+from agents.experts import check_expert, make_expert
 from agents.rollout import EpisodeResult, default_workers, parallel_map, run_episode
 from datasets.demos import DataError, DemoSet, Episode, write_episode
 from nac.layer import ConfigError
@@ -33,8 +33,7 @@ class CollectConfig:
     model: str | None = None  # expert model file (PPO expert)
 
     def __post_init__(self) -> None:
-        if self.expert not in EXPERTS:
-            raise ConfigError(f"unknown expert {self.expert!r}; choose one of {', '.join(EXPERTS)}")
+        check_expert(self.expert, self.model, self.continuous)  # name, model file, action space: before any worker starts
         if self.episodes < 1:
             raise ConfigError(f"episodes must be >= 1 (got {self.episodes})")
         if self.resume and self.append:

@@ -22,7 +22,7 @@ import torch
 from agents.training import TrainConfig, train
 from agents.collect import Recorder, demo_header, save_recording
 from agents.env import EPISODE_STEPS, make_env
-from agents.experts import EXPERTS, make_expert
+from agents.experts import check_expert, make_expert
 from agents.policy import DrivingPolicy
 from agents.rollout import default_workers, parallel_map, run_episode
 from datasets.demos import DemoSet, write_json
@@ -45,7 +45,7 @@ class DaggerConfig:
     max_steps: int = EPISODE_STEPS  # steps per rollout (CarRacing's limit is 1000)
 
     def __post_init__(self) -> None:
-        _need(self.expert in EXPERTS, f"unknown expert {self.expert!r}; choose one of {', '.join(EXPERTS)}")
+        check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
         _need(self.rounds >= 1, f"rounds must be >= 1 (got {self.rounds})")
         _need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         _need(0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")

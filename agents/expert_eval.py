@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any
 
 from agents.env import EPISODE_STEPS, make_env
-from agents.experts import EXPERTS, expert_needs_pixels, make_expert
+from agents.experts import check_expert, expert_needs_pixels, make_expert
 from agents.rollout import EpisodeResult, default_workers, parallel_map, run_episode, summarize
 from nac.layer import ConfigError
 
@@ -23,8 +23,7 @@ class ExpertEvalConfig:
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
 
     def __post_init__(self) -> None:
-        if self.expert not in EXPERTS:
-            raise ConfigError(f"unknown expert {self.expert!r}; choose one of {', '.join(EXPERTS)}")
+        check_expert(self.expert, self.model, self.continuous)  # name, model file, action space: before any worker starts
         if self.episodes < 1:
             raise ConfigError(f"episodes must be >= 1 (got {self.episodes})")
         if self.max_steps < 1:

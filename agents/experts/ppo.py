@@ -26,10 +26,10 @@ from torch import nn
 from tqdm import tqdm
 
 from agents.env import ENV_ID, EPISODE_STEPS
+from agents.experts import PPO_EXPORT, check_expert
 from nac.layer import ConfigError, _need
 
 SKIP, SIZE, STACK = 2, 64, 2
-EXPORT = "expert"  # the exported expert: <out>/expert/{config.json, policy.safetensors}
 
 
 def zoo_hyperparameters(continuous: bool) -> dict[str, Any]:
@@ -208,10 +208,33 @@ def warm_start(model: Any, cfg: PPOTrainConfig, log: dict[str, Any]) -> None:
         venv.close()
 
 
+def _seeded_eval_class() -> Any:
+    from stable_baselines3.common.callbacks import EvalCallback
+
+    class SeededEval(EvalCallback):
+        """SB3's EvalCallback, re-seeding its environment before each evaluation so that every
+        candidate drives the same held-out tracks (SB3's own continues one random stream, so
+        each evaluation would see other tracks and "best" would partly be luck)."""
+
+        def __init__(self, seed: int, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.eval_seed = seed
+
+        def _on_step(self) -> bool:
+            if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0:
+                self.eval_env.seed(self.eval_seed)
+            return super()._on_step()
+
+    return SeededEval
+
+
 def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
+    from stable_baselines3.common.callbacks import CheckpointCallback
+    from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
+
+    _SeededEval = _seeded_eval_class()
 
     out = Path(cfg.out)
     ckpt_dir = out / "checkpoints"
@@ -246,11 +269,19 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
             (out / "log.json").write_text(json.dumps(log, indent=2) + "\n")
             model.save(str(ckpt_dir / "ppo_0_steps"))
             venv.save(str(ckpt_dir / "ppo_vecnormalize_0_steps.pkl"))
-    callbacks = [
-        CheckpointCallback(max(1, cfg.checkpoint_every // cfg.envs), str(ckpt_dir), name_prefix="ppo", save_vecnormalize=True),
-        EvalCallback(eval_env, eval_freq=max(1, cfg.eval_every // cfg.envs), n_eval_episodes=cfg.eval_episodes,
-                     best_model_save_path=str(out / "best"), log_path=str(out / "eval"), deterministic=True, verbose=0),
-    ]
+    best_zip = out / "best" / "best_model.zip"
+    if "best_eval" not in log:  # the starting point (the warm start) is the first candidate for the export
+        eval_env.seed(cfg.eval_seed)
+        mean, std = evaluate_policy(model, eval_env, n_eval_episodes=cfg.eval_episodes, deterministic=True)
+        model.save(str(best_zip.with_suffix("")))
+        log["best_eval"] = {"timesteps": int(model.num_timesteps), "mean_return": float(mean), "std_return": float(std)}
+        (out / "log.json").write_text(json.dumps(log, indent=2) + "\n")
+    evaluator = _SeededEval(
+        cfg.eval_seed, eval_env, eval_freq=max(1, cfg.eval_every // cfg.envs), n_eval_episodes=cfg.eval_episodes,
+        best_model_save_path=str(out / "best"), log_path=str(out / "eval"), deterministic=True, verbose=0,
+    )
+    evaluator.best_mean_reward = log["best_eval"]["mean_return"]  # PPO must beat what it started from
+    callbacks = [CheckpointCallback(max(1, cfg.checkpoint_every // cfg.envs), str(ckpt_dir), name_prefix="ppo", save_vecnormalize=True), evaluator]
     def checkpoint() -> None:
         model.save(str(ckpt_dir / f"ppo_{model.num_timesteps}_steps"))
         venv.save(str(ckpt_dir / f"ppo_vecnormalize_{model.num_timesteps}_steps.pkl"))
@@ -265,10 +296,21 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     finally:
         venv.close()
         eval_env.close()
-    export(model, cfg, out / EXPORT)
+    if evaluator.best_mean_reward > log["best_eval"]["mean_return"]:
+        at = int(np.argmax([np.mean(r) for r in evaluator.evaluations_results]))
+        log["best_eval"] = {
+            "timesteps": int(evaluator.evaluations_timesteps[at]), "mean_return": float(evaluator.best_mean_reward),
+            "std_return": float(np.std(evaluator.evaluations_results[at])),
+        }
+    log["evaluations"] = log.get("evaluations", []) + [
+        {"timesteps": int(t), "mean_return": float(np.mean(r))} for t, r in zip(evaluator.evaluations_timesteps, evaluator.evaluations_results)
+    ]
+    # The export is the best policy on the held-out evaluation seeds, not merely the last one:
+    # PPO updates with a fresh value function can undo a warm start.
+    export(PPO.load(str(best_zip), device=cfg.device), cfg, out / PPO_EXPORT)
     log["timesteps"] = int(model.num_timesteps)
     (out / "log.json").write_text(json.dumps(log, indent=2) + "\n")
-    return {"out": str(out), "timesteps": int(model.num_timesteps), "expert": str(out / EXPORT), **log}
+    return {"out": str(out), "timesteps": int(model.num_timesteps), "expert": str(out / PPO_EXPORT), **log}
 
 
 def export(model: Any, cfg: PPOTrainConfig, directory: Path) -> None:
@@ -291,14 +333,8 @@ class PPOExpert:
     def __init__(self, env: gym.Env, model_dir: str | Path) -> None:
         from stable_baselines3.common.policies import ActorCriticCnnPolicy
 
-        d = Path(model_dir)
-        if (d / EXPORT / "config.json").is_file():  # a PPO run folder
-            d = d / EXPORT
-        if not (d / "config.json").is_file() or not (d / "policy.safetensors").is_file():
-            raise FileNotFoundError(f"{d} holds no exported PPO expert (config.json + policy.safetensors from 'nacdrive expert train')")
+        d = check_expert("ppo", model_dir, bool(env.unwrapped.continuous))
         self.config = json.loads((d / "config.json").read_text())
-        if bool(env.unwrapped.continuous) != self.config["continuous"]:
-            raise ConfigError("the PPO expert was trained for the other action space; add or drop --continuous")
         self.env = env
         obs_space = gym.spaces.Box(0, 255, (STACK, SIZE, SIZE), np.uint8)
         self.policy = ActorCriticCnnPolicy(

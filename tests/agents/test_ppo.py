@@ -5,8 +5,14 @@ import json
 
 import numpy as np
 import pytest
+import torch
+from safetensors.torch import load_file
+from stable_baselines3 import PPO
 
+from agents.collect import CollectConfig
+from agents.dagger import DaggerConfig
 from agents.env import make_env
+from agents.expert_eval import ExpertEvalConfig
 from agents.experts import make_expert
 from agents.experts.ppo import FrameSkip, PPOTrainConfig, make_ppo_env, train_ppo, zoo_hyperparameters
 from agents.rollout import run_episode
@@ -41,21 +47,43 @@ def test_frame_skip_repeats_the_action_and_sums_rewards():
 
 
 def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path):
-    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=512, envs=1, warm_steps=32, dagger_rounds=1, dagger_steps=16,
+    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=1024, envs=1, warm_steps=32, dagger_rounds=1, dagger_steps=16,
                          bc_epochs=1, eval_every=10_000, checkpoint_every=10_000, max_steps=60)
     r = train_ppo(cfg)
-    assert r["timesteps"] >= 512 and [w["round"] for w in r["warm"]] == [0, 1]
+    assert r["timesteps"] >= 1024 and [w["round"] for w in r["warm"]] == [0, 1]
     run = tmp_path / "ppo"
     assert (run / "expert" / "policy.safetensors").is_file() and list((run / "tb").iterdir())
     assert json.loads((run / "expert" / "config.json").read_text())["use_sde"] is True
+    # no evaluation in PPO beat the warm start (none ran): the export is the warm start, not the last policy
+    assert r["best_eval"]["timesteps"] == 0 and np.isfinite(r["best_eval"]["mean_return"])
+    exported = load_file(str(run / "expert" / "policy.safetensors"))
+    warm = PPO.load(str(run / "checkpoints" / "ppo_0_steps.zip")).policy.state_dict()
+    last = PPO.load(str(run / "checkpoints" / f"ppo_{r['timesteps']}_steps.zip")).policy.state_dict()
+    name = "action_net.weight"
+    assert torch.equal(exported[name], warm[name]) and not torch.equal(exported[name], last[name])
     with pytest.raises(ConfigError, match="not empty"):
         train_ppo(cfg)
     again = train_ppo(PPOTrainConfig(out=str(run), timesteps=512), resume=True)
-    assert again["timesteps"] >= 1024  # continued from the checkpoint
+    assert again["timesteps"] >= 1536  # continued from the checkpoint
     env = make_env(True, max_steps=30)
     expert = make_expert("ppo", env, run)
     result = run_episode(env, expert, seed=3)
     env.close()
     assert result.length == 30
-    with pytest.raises(ConfigError, match="other action space"):
+    with pytest.raises(ConfigError, match="trained for continuous actions; add --continuous"):
         make_expert("ppo", make_env(False, max_steps=5), run)
+    # the same mistakes are caught when the command is configured, before any worker starts
+    with pytest.raises(ConfigError, match="trained for continuous actions"):
+        CollectConfig(out=str(tmp_path / "demos"), expert="ppo", model=str(run), continuous=False)
+    assert ExpertEvalConfig(expert="ppo", model=str(run), continuous=True).model == str(run)
+
+
+def test_a_folder_without_an_exported_expert_is_refused_before_any_episode(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    for bad in (tmp_path, tmp_path / "missing"):
+        with pytest.raises(ConfigError, match="holds no exported PPO expert"):
+            ExpertEvalConfig(expert="ppo", model=str(bad), continuous=True)
+    with pytest.raises(ConfigError, match="the track expert needs no model"):
+        CollectConfig(out=str(tmp_path / "d"), expert="track", model=str(tmp_path))
+    with pytest.raises(ConfigError, match="unknown expert 'human'"):
+        DaggerConfig(run=str(tmp_path), expert="human")
