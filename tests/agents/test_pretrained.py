@@ -5,24 +5,39 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agents.env import make_env
 from agents.evaluate import EvaluateConfig, describe_run, evaluate
+from agents.experts import make_expert
 from agents.policy import DrivingPolicy
+from agents.rollout import run_episode
 from nac import ConfigError
 
 PRETRAINED = Path(__file__).parents[2] / "agents" / "pretrained"
-HEADS = ["nac", "lstm", "gru", "cfc", "mha"]
+RUNS = ["nac", "lstm", "gru", "cfc", "mha", "nac-jitter", "nac-jitter-notime"]
 
 
-@pytest.mark.parametrize("head", HEADS)
-def test_a_shipped_policy_rebuilds_and_acts(head):
-    policy = DrivingPolicy.from_run(PRETRAINED / head)
+@pytest.mark.parametrize("run", RUNS)
+def test_a_shipped_policy_rebuilds_and_acts(run):
+    head = run.split("-")[0]
+    policy = DrivingPolicy.from_run(PRETRAINED / run)
     assert policy.net.config.head == head and policy.continuous
+    assert policy.net.config.use_time == (run != "nac-jitter-notime")
     action = policy.select_action(np.full((96, 96, 3), 100, np.uint8))
     assert action.shape == (3,) and -1 <= action[0] <= 1
-    info = describe_run(str(PRETRAINED / head), "best")
+    info = describe_run(str(PRETRAINED / run), "best")
     assert set(range(50)) <= set(info.training_seeds) and info.val_accuracy > 0.8
 
 
 def test_their_training_seeds_are_refused():
     with pytest.raises(ConfigError, match="include training episodes"):
         evaluate(EvaluateConfig(runs=[str(PRETRAINED / "nac")], episodes=2, seed_start=48, workers=1, max_steps=5))
+
+
+def test_the_shipped_ppo_expert_drives_without_a_model_argument():
+    env = make_env(True, max_steps=40)
+    expert = make_expert("ppo", env)  # agents/pretrained/ppo-expert
+    result = run_episode(env, expert, seed=10_000)
+    env.close()
+    assert result.length == 40 and result.episode_return > 0  # it drives onto the first tiles
+    with pytest.raises(ConfigError, match="trained for continuous actions"):
+        make_expert("ppo", make_env(False, max_steps=5))
