@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from agents.env import ENV_ID, EPISODE_STEPS
 from agents.experts import PPO_EXPORT, check_expert
+from datasets.demos import write_json
 from nac.layer import ConfigError, _need
 
 SKIP, SIZE, STACK = 2, 64, 2
@@ -248,7 +249,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     log: dict[str, Any] = json.loads((out / "log.json").read_text()) if (out / "log.json").is_file() else {}
     hyper = zoo_hyperparameters(cfg.continuous)
-    (out / "config.json").write_text(json.dumps({"train": asdict(cfg), "hyperparameters": hyper}, indent=2) + "\n")
+    write_json(out / "config.json", {"train": asdict(cfg), "hyperparameters": hyper})
 
     venv = _vec_env(cfg, cfg.envs, cfg.seed)
     eval_env = VecNormalize(_vec_env(cfg, 1, cfg.eval_seed), norm_obs=False, norm_reward=False, training=False)
@@ -266,7 +267,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
         )
         if cfg.warm_start == "track" and "warm" not in log:
             warm_start(model, cfg, log)
-            (out / "log.json").write_text(json.dumps(log, indent=2) + "\n")
+            write_json(out / "log.json", log)
             model.save(str(ckpt_dir / "ppo_0_steps"))
             venv.save(str(ckpt_dir / "ppo_vecnormalize_0_steps.pkl"))
     best_zip = out / "best" / "best_model.zip"
@@ -275,7 +276,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
         mean, std = evaluate_policy(model, eval_env, n_eval_episodes=cfg.eval_episodes, deterministic=True)
         model.save(str(best_zip.with_suffix("")))
         log["best_eval"] = {"timesteps": int(model.num_timesteps), "mean_return": float(mean), "std_return": float(std)}
-        (out / "log.json").write_text(json.dumps(log, indent=2) + "\n")
+        write_json(out / "log.json", log)
     evaluator = _SeededEval(
         cfg.eval_seed, eval_env, eval_freq=max(1, cfg.eval_every // cfg.envs), n_eval_episodes=cfg.eval_episodes,
         best_model_save_path=str(out / "best"), log_path=str(out / "eval"), deterministic=True, verbose=0,
@@ -309,7 +310,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     # PPO updates with a fresh value function can undo a warm start.
     export(PPO.load(str(best_zip), device=cfg.device), cfg, out / PPO_EXPORT)
     log["timesteps"] = int(model.num_timesteps)
-    (out / "log.json").write_text(json.dumps(log, indent=2) + "\n")
+    write_json(out / "log.json", log)
     return {"out": str(out), "timesteps": int(model.num_timesteps), "expert": str(out / PPO_EXPORT), **log}
 
 
@@ -317,10 +318,10 @@ def export(model: Any, cfg: PPOTrainConfig, directory: Path) -> None:
     """The policy network as safetensors + JSON (no pickles): what PPOExpert loads."""
     directory.mkdir(parents=True, exist_ok=True)
     save_model(model.policy, str(directory / "policy.safetensors"))  # handles the shared feature extractor
-    (directory / "config.json").write_text(json.dumps({
+    write_json(directory / "config.json", {
         "expert": "ppo", "continuous": cfg.continuous, "skip": SKIP, "size": SIZE, "stack": STACK,
         "use_sde": bool(model.use_sde), "policy_kwargs": zoo_hyperparameters(cfg.continuous)["policy_kwargs"],
-    }, indent=2) + "\n")
+    })
 
 
 class PPOExpert:
