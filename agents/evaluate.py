@@ -33,7 +33,7 @@ class EvaluateConfig:
     weights: str = "best"  # which weights of each run: best (validation) or last
     sample: bool = False  # sample discrete actions from the softmax instead of argmax
     experts: bool = True  # add the track expert's figures on the same seeds as reference rows
-    perturb: str | None = None  # one perturbation (agents.perturb), e.g. "drop=0.2"; None: clean
+    perturb: str | None = None  # one perturbation (agents.perturb), e.g. "drop=0.2"; None or "none": clean
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
 
     def __post_init__(self) -> None:
@@ -41,6 +41,8 @@ class EvaluateConfig:
         _need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         _need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
         _need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
+        if self.perturb is not None and self.perturb.strip() == "none":
+            self.perturb = None  # "none" names the clean level in a sweep
         if self.perturb is not None:
             perturb.parse(self.perturb)  # a clear error now, not in a worker
         _need(self.weights in WEIGHTS, f"weights must be one of {', '.join(WEIGHTS)} (got {self.weights!r})")

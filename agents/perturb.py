@@ -55,7 +55,7 @@ def parse(text: str) -> Perturbation:
     name, sep, value = text.partition("=")
     name = name.strip()
     if name not in KINDS:
-        raise ConfigError(f"unknown perturbation {name!r}; choose from {', '.join(KINDS)}")
+        raise ConfigError(f"unknown perturbation {name!r}; choose from {', '.join(KINDS)} (or none: the clean level)")
     default, allowed, ok = KINDS[name]
     if not sep:
         if default is None:

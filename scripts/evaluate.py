@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agents.evaluate import robustness_plot
 
-    specs = [None if spec == "none" else spec for spec in args.perturb] or [None]
+    specs = args.perturb or [None]
     configs = [
         EvaluateConfig(
             runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, weights=args.weights,

@@ -85,3 +85,9 @@ def test_robustness_points_put_the_clean_row_at_level_zero_of_every_kind():
     assert points["delay"]["b"] == [(0.0, 800.0, 799.0, 801.0)]
     assert "expert" not in points["drop"]
     assert robustness_points([row("a", "none", 900.0)]) == {}
+
+
+def test_none_names_the_clean_level_and_unknown_names_are_refused(two_runs):
+    assert EvaluateConfig(runs=two_runs, perturb="none").perturb is None
+    with pytest.raises(ConfigError, match="unknown perturbation 'nothing'.*or none"):
+        EvaluateConfig(runs=two_runs, perturb="nothing")
