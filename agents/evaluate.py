@@ -21,6 +21,7 @@ from agents.env import EPISODE_STEPS, make_env
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.policy import WEIGHTS, DrivingPolicy
 from agents.rollout import EpisodeResult, default_workers, parallel_map, run_episode, summarize
+from datasets.demos import write_json
 from nac.layer import ConfigError, _need, load_checkpoint
 
 
@@ -206,9 +207,7 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
 
 def write_leaderboard(rows: list[dict[str, Any]], path: str | Path) -> None:
     """JSON: a list with one object per row (run, mean_return, std_return, returns, ...)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(rows, indent=2) + "\n")
+    write_json(Path(path), rows)
 
 
 def robustness_points(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple[float, float, float, float]]]]:

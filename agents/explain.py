@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from agents.env import make_env
 from agents.experts import make_expert
 from agents.policy import DrivingPolicy
 from agents.video import saliency
+from datasets.demos import write_json
 from nac.layer import _need
 
 COLOURS = {"noop": "#999999", "right": "#d62728", "left": "#1f77b4", "gas": "#2ca02c", "brake": "#ff7f0e"}
@@ -104,7 +104,7 @@ def explain(cfg: ExplainConfig) -> dict[str, Any]:
             figures[f"{name}.png"] = _per_head_figure(stacked[name], cls, name, out / f"{name}.png")
         figures["omega_tau_by_action.png"], by_action = _by_action_figure(stacked["omega_tau"], cls, out / "omega_tau_by_action.png")
         summary["omega_tau_by_action"] = by_action
-    (out / "explain.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_json(out / "explain.json", summary)
     (out / "explain.md").write_text(_markdown(summary, figures))
     return {**summary, "figures": [str(out / f) for f in figures]}
 

@@ -20,7 +20,7 @@ from agents.collect import CollectConfig, collect
 from agents.dagger import DaggerConfig, dagger
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from agents.video import RecordConfig, record_video
-from datasets.demos import DemoSet
+from datasets.demos import DemoSet, write_json
 from nac.layer import _need
 
 
@@ -102,7 +102,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
 
     report = _report(cfg, rows, run, data, timings, video_path)
     (out / "report.md").write_text(report)
-    (out / "quickstart.json").write_text(json.dumps({"config": asdict(cfg), "timings_s": timings, "leaderboard": rows}, indent=2) + "\n")
+    write_json(out / "quickstart.json", {"config": asdict(cfg), "timings_s": timings, "leaderboard": rows})
     return {"report": str(out / "report.md"), "rows": rows, "timings": timings}
 
 

@@ -283,7 +283,11 @@ def _ranges(seeds: list[int]) -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically (a temporary file, then rename): readers never see half a file."""
+    """Write JSON atomically (a temporary file, then rename): readers never see half a file.
+
+    The one way this project writes a JSON file; the parent folder is created if missing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, path)

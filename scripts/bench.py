@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -87,6 +86,7 @@ def run_bridge(args: argparse.Namespace) -> int:
 
 def _write_json(path: Path | None, data: object) -> None:
     if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2) + "\n")
+        from datasets.demos import write_json
+
+        write_json(path, data)
         print(f"\nwrote {path}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from agents.experts import EXPERTS
@@ -70,6 +69,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_eval(args: argparse.Namespace) -> int:
     from agents.expert_eval import ExpertEvalConfig, evaluate_expert
+    from datasets.demos import write_json
 
     cfg = ExpertEvalConfig(
         expert=args.expert, continuous=args.continuous, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers,
@@ -84,7 +84,6 @@ def run_eval(args: argparse.Namespace) -> int:
         f"laps finished {r['finished_share']:.0%}"
     )
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(r, indent=2) + "\n")
+        write_json(args.json, r)
         print(f"wrote {args.json}")
     return 0
