@@ -5,6 +5,7 @@ import pytest
 
 from agents.env import make_env
 from agents.experts import make_expert
+from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, racing_line
 from agents.rollout import run_episode, summarize
 from nac.layer import ConfigError
 
@@ -50,3 +51,54 @@ def test_summary_statistics():
     assert s["std_return"] == pytest.approx(np.std([900, 910, 920, 880], ddof=1))
     assert s["ci95_low"] < 902.5 < s["ci95_high"]
     assert s["solved_share"] == 0.75
+
+
+def _track(seed=300):
+    env = make_env(False, pixels=False)
+    env.reset(seed=seed)
+    track = env.unwrapped.track
+    centre = np.array([(t[2], t[3]) for t in track])
+    normal = np.array([(np.cos(t[1]), np.sin(t[1])) for t in track])
+    return centre, normal
+
+
+def _bending(p):
+    d2 = np.roll(p, 1, axis=0) - 2 * p + np.roll(p, -1, axis=0)
+    return float((d2**2).sum())
+
+
+def test_racing_line_cuts_the_curves_within_the_road():
+    centre, normal = _track()
+    assert np.array_equal(racing_line(centre, normal, 0.0), centre)
+    line = racing_line(centre, normal, 3.0)
+    offset = np.einsum("ij,ij->i", line - centre, normal)
+    assert np.allclose(line, centre + offset[:, None] * normal)  # moved across the road only
+    assert np.abs(offset).max() <= 3.0 + 1e-9 and np.abs(offset).max() > 2.0  # uses the room, never more
+    assert _bending(line) < 0.8 * _bending(centre)
+    assert _bending(racing_line(centre, normal, 5.0)) < _bending(line)
+
+
+def test_discrete_steer_pulses_hold_past_the_target_then_release():
+    env = make_env(False, pixels=False)
+    cfg = TrackExpertConfig(continuous=False, steer_tolerance=0.04, steer_hold=0.08)
+    expert = TrackFollowingExpert(env, cfg)
+    env.reset(seed=300)
+    expert.reset()
+    # Target 0.1 rad to the right: wheels at 0.07 are within tolerance, at 0.05 a pulse starts.
+    assert expert._steer_pulse(0.1, 0.07) == 3
+    assert expert._steer_pulse(0.1, 0.05) == 1
+    assert expert._steer_pulse(0.1, 0.12) == 1  # past the target, short of target + hold: still steering
+    assert expert._steer_pulse(0.1, 0.17) == 1
+    assert expert._steer_pulse(0.1, 0.18) == 3  # target + hold reached: gas, the wheels unwind
+    assert expert._steer_pulse(0.1, 0.12) == 3  # no new pulse until they fall short again
+    # The same to the left (action 2); a target that changes side ends the pulse at once.
+    assert expert._steer_pulse(-0.1, -0.05) == 2
+    assert expert._steer_pulse(-0.1, -0.15) == 2
+    assert expert._steer_pulse(0.02, -0.15) == 1
+
+
+def test_track_expert_config_is_checked():
+    with pytest.raises(ConfigError, match="line_room must be in"):
+        TrackExpertConfig(line_room=ROAD_HALF_WIDTH)
+    with pytest.raises(ConfigError, match="lookahead must be > 0"):
+        TrackExpertConfig(lookahead=0)
