@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from agents import bc
 from agents.bc import Batches, action_classes, class_weights
 from agents.training import TrainConfig, train
-from agents.policy import DrivingPolicy
+from agents.policy import DrivingPolicy, load_run
 from datasets.demos import DataError, Episode
 from datasets.windows import FrameStore, FrameWindows
 from nac import ConfigError
@@ -42,9 +42,16 @@ def test_a_run_folder_holds_everything_and_rebuilds_alone(tiny_demos, tmp_path):
 
 
 def test_training_lowers_the_loss(tiny_demos, tmp_path):
-    m = train(_cfg(tiny_demos, tmp_path / "run", epochs=6, lr=3e-3), quiet=True)
-    losses = [h["val_loss"] for h in m["history"]]
-    assert losses[-1] < losses[0]
+    """What training minimises goes down: the loss over the training episodes' windows, at the
+    initial weights and after six epochs. (One held-out episode of 48 frames is too small to
+    show generalisation reliably; the pretrained runs' metrics show that.)"""
+    run = tmp_path / "run"
+    train(_cfg(tiny_demos, run, epochs=6, lr=3e-3), quiet=True)
+    cfg = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["train"])
+    task = bc.CarRacingTask(cfg, bc.Demos.load(cfg.data), resume=False)  # the initial weights
+    before = bc.validate(task.net, task.train_windows, torch.device("cpu"))["val_loss"]
+    after = bc.validate(load_run(run, "last"), task.train_windows, torch.device("cpu"))["val_loss"]
+    assert after < 0.8 * before
 
 
 def _weights(run):
