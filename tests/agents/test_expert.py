@@ -5,7 +5,7 @@ import pytest
 
 from agents.env import make_env
 from agents.experts import make_expert
-from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, racing_line
+from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, _Lookahead, racing_line
 from agents.rollout import run_episode, summarize
 from nac.layer import ConfigError
 
@@ -102,3 +102,42 @@ def test_track_expert_config_is_checked():
         TrackExpertConfig(line_room=ROAD_HALF_WIDTH)
     with pytest.raises(ConfigError, match="lookahead must be > 0"):
         TrackExpertConfig(lookahead=0)
+
+
+def test_the_planners_copy_of_the_car_follows_the_real_one():
+    """The look-ahead simulates a copy of the car in its own world: driven with the same actions,
+    the copy must stay where the environment's car goes (same physics, same state)."""
+    env = make_env(False, pixels=False)
+    expert = TrackFollowingExpert(env, TrackExpertConfig.for_action_space(False))
+    env.reset(seed=300)
+    expert.reset()
+    for _ in range(120):
+        env.step(expert.select_action())
+    planner = _Lookahead(horizon=10)
+    planner.reset(env.unwrapped.track, np.zeros((1, 2)), np.zeros((1, 2)))
+    real = env.unwrapped.car
+    planner._load(real)
+    for t in range(30):
+        a = expert.select_action()
+        for w, w_real in zip(planner.car.wheels, real.wheels):
+            w.tiles = set(w_real.tiles)  # the grip the real wheels have this step
+        env.step(a)
+        planner.car.steer(-0.6 * (a == 1) + 0.6 * (a == 2))
+        planner.car.gas(0.2 * (a == 3))
+        planner.car.brake(0.8 * (a == 4))
+        planner.car.step(1 / 50)
+        planner.world.Step(1 / 50, 6 * 30, 2 * 30)
+    gap = np.linalg.norm(np.array(real.hull.position) - np.array(planner.car.hull.position))
+    assert gap < 0.05, gap
+    assert abs(np.linalg.norm(real.hull.linearVelocity) - np.linalg.norm(planner.car.hull.linearVelocity)) < 0.05
+
+
+def test_planning_expert_keeps_its_place_and_drives_a_lap():
+    env = make_env(False, pixels=False)
+    cfg = TrackExpertConfig.for_action_space(False)
+    assert cfg.plan_horizon > 0  # the discrete default plans
+    expert = TrackFollowingExpert(env, cfg)
+    r = run_episode(env, expert, 300)
+    assert r.lap_finished and r.episode_return > 900
+    with pytest.raises(ConfigError, match="plan_horizon must be >= 0, and 0 for continuous"):
+        TrackExpertConfig(continuous=True, plan_horizon=10)
