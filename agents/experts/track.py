@@ -14,8 +14,10 @@ than `steer_tolerance` short of the pure-pursuit angle and goes on until they ar
 past it, then gas lets them unwind. Longer pulses give the same mean wheel angle with fewer,
 longer gas runs (measured: steering 2 steps in 4 gives a mean angle of 0.066 rad, 1 in 2 only
 0.036, and the car accelerates faster), and with gas at 0.2 the lap time is set by how long
-the car is on the gas. Continuous actions: the car is rear-wheel drive, so throttle is cut in
-proportion to steering (full throttle while steering spins it out).
+the car is on the gas. With `plan_horizon` > 0 (the discrete default) each step's action is
+also checked against a few alternatives by simulating a copy of the car ahead (_Lookahead).
+Continuous actions: the car is rear-wheel drive, so throttle is cut in proportion to steering
+(full throttle while steering spins it out).
 """
 
 from __future__ import annotations
