@@ -68,7 +68,7 @@ class TrackExpertConfig:
 
     @classmethod
     def for_action_space(cls, continuous: bool) -> "TrackExpertConfig":
-        """Defaults tuned per action space on seeds 200..269 (not the evaluation seeds 0..49)."""
+        """Defaults tuned per action space on seeds 200..299 (not the evaluation seeds 0..49)."""
         if continuous:
             return cls(continuous=True, lookahead=6.0, lateral_accel=180.0, braking_decel=90.0)
         return cls(
@@ -105,6 +105,7 @@ class TrackFollowingExpert:
         self._pts = racing_line(centre, normal, self.config.line_room)  # (N, 2) the line driven
         seg = np.roll(self._pts, -1, axis=0) - self._pts
         self._seg_len = np.linalg.norm(seg, axis=1)  # (N,) length of segment i -> i+1
+        self._min_seg = float(self._seg_len.min())  # bounds how many points a distance ahead spans
         heading = np.arctan2(seg[:, 1], seg[:, 0])
         # Curve speed at each point from the heading change over the three segments before it.
         turn = np.abs((heading - np.roll(heading, 3) + np.pi) % (2 * np.pi) - np.pi)
@@ -132,7 +133,7 @@ class TrackFollowingExpert:
         """Slowest speed that the curves within the braking horizon allow from here."""
         cfg, n = self.config, len(self._pts)
         horizon = 10.0 + 0.9 * speed
-        m = int(np.ceil(horizon / self._seg_len.min())) + 1  # enough points to cover the horizon
+        m = int(np.ceil(horizon / self._min_seg)) + 1  # enough points to cover the horizon
         j = (i + 1 + np.arange(m)) % n
         d = np.cumsum(self._seg_len[j])  # distance to each point ahead
         last = int(np.searchsorted(d, horizon)) + 1  # up to the first point at or past the horizon
@@ -252,6 +253,14 @@ class _Lookahead:
             dst.omega, dst.gas, dst.brake, dst.steer, dst.phase = src.omega, src.gas, src.brake, src.steer, src.phase
         self.car.particles.clear()  # skid marks: drawing only
 
+    def step(self, action: int) -> None:
+        """One environment step of the copied car: CarRacing-v3's discrete action, then its physics."""
+        self.car.steer(-0.6 * (action == 1) + 0.6 * (action == 2))
+        self.car.gas(0.2 * (action == 3))
+        self.car.brake(0.8 * (action == 4))
+        self.car.step(1.0 / FPS)
+        self.world.Step(1.0 / FPS, 6 * 30, 2 * 30)  # the iterations CarRacing.step uses
+
     def _rollout(self, expert: "TrackFollowingExpert", real: Any, action: int, hold: int, state: tuple[int, int]) -> float:
         self._load(real)
         car, (start, expert._pulse) = self.car, state
@@ -267,11 +276,7 @@ class _Lookahead:
                 w.tiles = _ON_ROAD if off <= 0 else set()
                 worst = max(worst, off)
             penalty += self.OFF_ROAD * (worst > 0) + self.LOST * (worst > self.LOST_BEYOND)
-            car.steer(-0.6 * (a == 1) + 0.6 * (a == 2))  # CarRacing-v3's discrete actions
-            car.gas(0.2 * (a == 3))
-            car.brake(0.8 * (a == 4))
-            car.step(1.0 / FPS)
-            self.world.Step(1.0 / FPS, 6 * 30, 2 * 30)
+            self.step(a)
         pos = np.array(car.hull.position, dtype=np.float64)
         end = expert._nearest(pos)
         n = len(expert._pts)

@@ -122,11 +122,7 @@ def test_the_planners_copy_of_the_car_follows_the_real_one():
         for w, w_real in zip(planner.car.wheels, real.wheels):
             w.tiles = set(w_real.tiles)  # the grip the real wheels have this step
         env.step(a)
-        planner.car.steer(-0.6 * (a == 1) + 0.6 * (a == 2))
-        planner.car.gas(0.2 * (a == 3))
-        planner.car.brake(0.8 * (a == 4))
-        planner.car.step(1 / 50)
-        planner.world.Step(1 / 50, 6 * 30, 2 * 30)
+        planner.step(a)
     gap = np.linalg.norm(np.array(real.hull.position) - np.array(planner.car.hull.position))
     assert gap < 0.05, gap
     assert abs(np.linalg.norm(real.hull.linearVelocity) - np.linalg.norm(planner.car.hull.linearVelocity)) < 0.05
