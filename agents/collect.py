@@ -56,13 +56,15 @@ class Recorder:
         self.rewards: list[float] = []
         self.terminated: list[bool] = []
         self.truncated: list[bool] = []
+        self.final_frame: np.ndarray | None = None  # the frame after the last step
 
     def before_step(self, env: gym.Env, obs: np.ndarray, action: Any) -> None:
         self.frames.append(np.asarray(obs, dtype=np.uint8))
         self.actions.append(action if self.label is None else self.label())
         self.state.append(car_state(env).as_array())
 
-    def after_step(self, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
+    def after_step(self, obs: np.ndarray, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
+        self.final_frame = np.asarray(obs, dtype=np.uint8)
         self.rewards.append(reward)
         self.terminated.append(terminated)
         self.truncated.append(truncated)
@@ -78,6 +80,7 @@ class Recorder:
             truncated=np.asarray(self.truncated, dtype=bool),
             timestamps=np.arange(n, dtype=np.float64) / FPS,
             state=np.stack(self.state),
+            final_frame=self.final_frame,
         )
 
 

@@ -38,11 +38,12 @@ class EpisodeResult:
 
 class Observer(Protocol):
     """Watches an episode: before_step sees the frame and the action chosen on it (the
-    environment still in that frame's state), after_step the outcome."""
+    environment still in that frame's state), after_step the outcome: the next frame, reward,
+    flags and info."""
 
     def before_step(self, env: gym.Env, obs: Any, action: Any) -> None: ...
 
-    def after_step(self, reward: float, terminated: bool, truncated: bool, info: dict) -> None: ...
+    def after_step(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> None: ...
 
 
 def run_episode(env: gym.Env, policy: Policy, seed: int, observer: Observer | None = None) -> EpisodeResult:
@@ -56,7 +57,7 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, observer: Observer | No
             observer.before_step(env, obs, action)
         obs, reward, terminated, truncated, info = env.step(action)
         if observer is not None:
-            observer.after_step(float(reward), terminated, truncated, info)
+            observer.after_step(obs, float(reward), terminated, truncated, info)
         total += float(reward)
         steps += 1
         finished = finished or bool(info.get("lap_finished", False))

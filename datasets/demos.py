@@ -42,6 +42,9 @@ class Episode:
     truncated: np.ndarray  # (T,) bool
     timestamps: np.ndarray  # (T,) float64, seconds since the episode's first frame
     state: np.ndarray  # (T, S) float32, privileged state (the manifest names the columns)
+    # (H, W, 3) uint8, the frame after the last step (Minari's T + 1st observation); None in
+    # files recorded before it was kept
+    final_frame: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.frames)
@@ -59,6 +62,8 @@ class Episode:
         for name in ARRAYS[1:]:
             if len(getattr(self, name)) != n:
                 raise DataError(f"episode {self.seed}: {name} has {len(getattr(self, name))} rows, frames have {n}")
+        if self.final_frame is not None and (self.final_frame.shape != self.frames.shape[1:] or self.final_frame.dtype != np.uint8):
+            raise DataError(f"episode {self.seed}: final_frame must be one {self.frames.shape[1:]} uint8 frame, got {self.final_frame.shape} {self.final_frame.dtype}")
 
 
 def episode_filename(seed: int) -> str:
@@ -81,7 +86,8 @@ def write_episode(directory: str | Path, episode: Episode, extra: dict[str, Any]
     tmp = d / f".{final.name}.tmp"
     try:
         with open(tmp, "wb") as f:
-            np.savez_compressed(f, seed=np.int64(episode.seed), **{name: getattr(episode, name) for name in ARRAYS})
+            after = {} if episode.final_frame is None else {"final_frame": episode.final_frame}
+            np.savez_compressed(f, seed=np.int64(episode.seed), **{name: getattr(episode, name) for name in ARRAYS}, **after)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
@@ -113,7 +119,8 @@ def read_episode(path: str | Path) -> Episode:
             missing = [name for name in ARRAYS if name not in z.files]
             if missing:
                 raise DataError(f"{p.name} lacks {', '.join(missing)}: not an episode file")
-            ep = Episode(seed=int(z["seed"]), **{name: z[name] for name in ARRAYS})
+            final = z["final_frame"] if "final_frame" in z.files else None
+            ep = Episode(seed=int(z["seed"]), **{name: z[name] for name in ARRAYS}, final_frame=final)
     except DataError:
         raise
     except Exception as exc:  # zipfile.BadZipFile, EOFError, ValueError, ...

@@ -1,4 +1,4 @@
-"""`nacdrive collect` and `nacdrive data info|check`: record and inspect demonstrations."""
+"""`nacdrive collect` and `nacdrive data info|check|export-minari`: record, inspect and export demonstrations."""
 
 from __future__ import annotations
 
@@ -46,6 +46,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and reports files the manifest does not list. Exit status 1 when anything is wrong."))
     c.add_argument("data", type=Path, metavar="DATA")
     c.set_defaults(func=run_check)
+    m = jobs.add_parser("export-minari", help="write the set as a Minari dataset (Farama's offline-RL format)", description=(
+        "Writes the demonstration set as a Minari dataset: per episode the T + 1 frames (the one after the last "
+        "step included; raw uint8, not JPEG), actions, rewards, termination flags and seed, with CarRacing's "
+        "environment spec. Load it with minari.load_dataset(ID) (set MINARI_DATASETS_PATH to --root first if "
+        "you gave one). Sets recorded before the final frame was kept must be recorded again."))
+    m.add_argument("data", type=Path, metavar="DATA")
+    m.add_argument("--dataset-id", metavar="ID", help="Minari id, (namespace/)name-vN (default: nacdrive/CarRacing-<expert>-<actions>-v0)")
+    m.add_argument("--root", type=Path, metavar="DIR", help="datasets folder (default: Minari's, $MINARI_DATASETS_PATH or ~/.minari/datasets)")
+    m.set_defaults(func=run_export_minari)
 
 
 def _print_info(info: dict) -> None:
@@ -82,6 +91,15 @@ def run_info(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
     else:
         _print_info(info)
+    return 0
+
+
+def run_export_minari(args: argparse.Namespace) -> int:
+    from datasets.demos import DemoSet
+    from datasets.minari_export import export_minari
+
+    out = export_minari(DemoSet(args.data), args.dataset_id, args.root)
+    print(f"{out['dataset_id']}: {out['episodes']} episodes, {out['steps']} steps in {out['path']}")
     return 0
 
 

@@ -36,6 +36,17 @@ def test_episode_files_are_lossless(tmp_path):
     for name in ("frames", "actions", "rewards", "terminated", "truncated", "timestamps", "state"):
         assert np.array_equal(getattr(back, name), getattr(ep, name)), name
     assert back.frames.dtype == np.uint8 and back.seed == 7
+    assert back.final_frame is None  # kept only when recorded
+
+
+def test_the_final_frame_round_trips_and_must_match_the_frames(tmp_path):
+    ep = _episode(8)
+    ep.final_frame = np.full((96, 96, 3), 7, np.uint8)
+    write_episode(tmp_path, ep)
+    assert np.array_equal(read_episode(tmp_path / "episode_0000008.npz").final_frame, ep.final_frame)
+    ep.final_frame = np.zeros((64, 64, 3), np.uint8)
+    with pytest.raises(DataError, match="final_frame must be one"):
+        write_episode(tmp_path, ep)
 
 
 def test_a_failed_write_leaves_no_file_with_the_final_name(tmp_path, monkeypatch):
