@@ -22,6 +22,7 @@ Continuous actions: the car is rear-wheel drive, so throttle is cut in proportio
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -106,6 +107,9 @@ class TrackFollowingExpert:
         seg = np.roll(self._pts, -1, axis=0) - self._pts
         self._seg_len = np.linalg.norm(seg, axis=1)  # (N,) length of segment i -> i+1
         self._min_seg = float(self._seg_len.min())  # bounds how many points a distance ahead spans
+        # Python lists for the per-step scalar lookups (numpy indexing costs ~10x more per element)
+        self._pts_list = [tuple(p) for p in self._pts.tolist()]
+        self._seg_list = self._seg_len.tolist()
         heading = np.arctan2(seg[:, 1], seg[:, 0])
         # Curve speed at each point from the heading change over the three segments before it.
         turn = np.abs((heading - np.roll(heading, 3) + np.pi) % (2 * np.pi) - np.pi)
@@ -116,18 +120,19 @@ class TrackFollowingExpert:
         if self._planner is not None:
             self._planner.reset(track, centre, normal)
 
-    def _nearest(self, pos: np.ndarray) -> int:
+    def _nearest(self, x: float, y: float) -> int:
         n = len(self._pts)
         cand = (self._idx + np.arange(-5, 30)) % n  # search near the last match: never jump laps
-        self._idx = int(cand[np.argmin(np.linalg.norm(self._pts[cand] - pos, axis=1))])
+        d = self._pts[cand] - (x, y)
+        self._idx = int(cand[np.argmin(d[:, 0] ** 2 + d[:, 1] ** 2)])
         return self._idx
 
-    def _point_ahead(self, i: int, distance: float) -> np.ndarray:
-        n, d = len(self._pts), 0.0
+    def _point_ahead(self, i: int, distance: float) -> tuple[float, float]:
+        n, d, seg = len(self._pts), 0.0, self._seg_list
         while d < distance:
-            d += self._seg_len[i]
+            d += seg[i]
             i = (i + 1) % n
-        return self._pts[i]
+        return self._pts_list[i]
 
     def target_speed(self, i: int, speed: float) -> float:
         """Slowest speed that the curves within the braking horizon allow from here."""
@@ -151,15 +156,15 @@ class TrackFollowingExpert:
         """The action for a car (the environment's, or the planner's simulated one)."""
         cfg = self.config
         hull = car.hull
-        pos = np.array(hull.position, dtype=np.float64)
-        speed = float(np.linalg.norm(hull.linearVelocity))
-        fwd, right = np.array(hull.GetWorldVector((0, 1))), np.array(hull.GetWorldVector((1, 0)))
-        i = self._nearest(pos)
-        to_target = self._point_ahead(i, cfg.lookahead + cfg.lookahead_per_speed * speed) - pos
-        x_right, y_fwd = float(to_target @ right), float(to_target @ fwd)
-        alpha = np.arctan2(x_right, y_fwd)
+        x, y = hull.position
+        speed = math.hypot(*hull.linearVelocity)
+        sin, cos = math.sin(hull.angle), math.cos(hull.angle)  # the car's forward is (-sin, cos), its right (cos, sin)
+        i = self._nearest(x, y)
+        tx, ty = self._point_ahead(i, cfg.lookahead + cfg.lookahead_per_speed * speed)
+        x_right, y_fwd = (tx - x) * cos + (ty - y) * sin, (ty - y) * cos - (tx - x) * sin
+        alpha = math.atan2(x_right, y_fwd)
         # Pure pursuit: wheel angle (positive = right) that puts the target on the car's arc.
-        delta = float(np.arctan2(2 * WHEELBASE * np.sin(alpha), max(np.hypot(x_right, y_fwd), 1e-3)))
+        delta = math.atan2(2 * WHEELBASE * math.sin(alpha), max(math.hypot(x_right, y_fwd), 1e-3))
         v_target = self.target_speed(i, speed)
         if cfg.continuous:
             steer = float(np.clip(delta / MAX_WHEEL_ANGLE, -1.0, 1.0))
@@ -241,7 +246,7 @@ class _Lookahead:
         import Box2D
         from gymnasium.envs.box2d.car_dynamics import Car
 
-        self.centre, self.normal = centre, normal
+        self.centre, self.normal = centre.tolist(), normal.tolist()  # lists: scalar lookups in the rollouts
         self.world = Box2D.b2World((0, 0))
         self.car = Car(self.world, *track[0][1:4])
 
@@ -270,15 +275,16 @@ class _Lookahead:
             a = expert._base_action(car)  # also moves the expert's index and pulse along
             if t < hold:
                 a, expert._pulse = action, action if action in (1, 2) else 0
-            i, worst = expert._idx, 0.0
+            (cx, cy), (nx, ny), worst = self.centre[expert._idx], self.normal[expert._idx], 0.0
             for w in car.wheels:
-                off = abs(float((np.array(w.position) - self.centre[i]) @ self.normal[i])) - ROAD_HALF_WIDTH
+                wx, wy = w.position
+                off = abs((wx - cx) * nx + (wy - cy) * ny) - ROAD_HALF_WIDTH
                 w.tiles = _ON_ROAD if off <= 0 else set()
                 worst = max(worst, off)
             penalty += self.OFF_ROAD * (worst > 0) + self.LOST * (worst > self.LOST_BEYOND)
             self.step(a)
         pos = np.array(car.hull.position, dtype=np.float64)
-        end = expert._nearest(pos)
+        end = expert._nearest(*pos)
         n = len(expert._pts)
         gained = float(expert._seg_len[[(start + k) % n for k in range((end - start) % n)]].sum())
         seg = expert._pts[(end + 1) % n] - expert._pts[end]
