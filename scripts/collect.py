@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "step included; raw uint8, not JPEG), actions, rewards, termination flags and seed, with CarRacing's "
         "environment spec. Load it with minari.load_dataset(ID) (set MINARI_DATASETS_PATH to --root first if "
         "you gave one). Sets recorded before the final frame was kept must be recorded again."))
-    m.add_argument("data", type=Path, metavar="DATA")
+    m.add_argument("data", type=Path, metavar="DATA", help="demonstration folder (from nacdrive collect)")
     m.add_argument("--dataset-id", metavar="ID", help="Minari id, (namespace/)name-vN (default: nacdrive/CarRacing-<expert>-<actions>-v0)")
     m.add_argument("--root", type=Path, metavar="DIR", help="datasets folder (default: Minari's, $MINARI_DATASETS_PATH or ~/.minari/datasets)")
     m.set_defaults(func=run_export_minari)
