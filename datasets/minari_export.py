@@ -50,7 +50,7 @@ def episode_buffer(ep: Episode, frame_rate: float) -> Any:
 
 
 @contextmanager
-def _datasets_root(root: Path | None) -> Iterator[None]:
+def _datasets_root(root: str | Path | None) -> Iterator[None]:
     """Minari finds its datasets through MINARI_DATASETS_PATH (default ~/.minari/datasets)."""
     if root is None:
         yield
@@ -81,7 +81,7 @@ def export_minari(demos: DemoSet, dataset_id: str | None = None, root: str | Pat
     entries, rate = demos.episodes, float(demos.manifest.get("frame_rate", 50))
     if not entries:
         raise DataError(f"{demos.dir} holds no episodes to export")
-    with _datasets_root(None if root is None else Path(root)):
+    with _datasets_root(root):
         path = get_dataset_path(dataset_id)
         if path.exists():
             raise DataError(f"a Minari dataset {dataset_id} already exists in {path.parent}; choose another --dataset-id or remove it")
