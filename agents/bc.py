@@ -20,10 +20,11 @@ from tqdm import tqdm
 
 from agents.policy import resolve_device
 from agents.training import TrainConfig, fit, init_distributed, prepare_run
-from datasets.demos import DataError, DemoSet, Episode, write_json
+from datasets.demos import DataError, DemoSet, Episode
+from nac.checkpoint import write_json
 from datasets.windows import FrameStore, FrameWindows, jittered_back, kfold_by_episode, split_by_episode
 from nac.driving import DrivingNet, DrivingNetConfig
-from nac.layer import ConfigError
+from nac.config import ConfigError
 
 CLASSES = ("noop", "right", "left", "gas", "brake")  # what a step does, in either action space
 

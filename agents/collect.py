@@ -14,9 +14,10 @@ import numpy as np
 
 from agents.env import ACTIONS, ENV_ID, EPISODE_STEPS, FPS, STATE_FIELDS, car_state, make_env
 from agents.experts import check_expert, make_expert
-from agents.rollout import EpisodeResult, default_workers, parallel_map, run_episode
+from agents.executor import ExecutorConfig
+from agents.rollout import EpisodeResult, parallel_map, run_episode
 from datasets.demos import DataError, DemoSet, Episode, write_episode
-from nac.layer import ConfigError
+from nac.config import ConfigError
 
 
 @dataclass
@@ -26,6 +27,7 @@ class CollectConfig:
     episodes: int = 20  # episodes to record (with --resume: the set's planned total is kept)
     continuous: bool = False  # continuous actions (steer, gas, brake) instead of 5 discrete
     workers: int = 0  # worker processes; 0 = up to 2
+    ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     seed_start: int | None = None  # first seed; default 0 (new) or after the set's last (append)
     resume: bool = False  # complete an interrupted collection into `out`
     append: bool = False  # add `episodes` more episodes to an existing set
@@ -169,7 +171,7 @@ def collect(cfg: CollectConfig) -> dict[str, Any]:
             parallel_map(
                 partial(record_episode, cfg),
                 todo,
-                min(cfg.workers or default_workers(), len(todo)),
+                ExecutorConfig(cfg.workers, cfg.ray),
                 desc=f"recording {cfg.expert}",
                 on_result=demos.add,
                 postfix=lambda done: {

@@ -19,14 +19,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.training import TrainConfig, train
+from agents.tasks import train
+from agents.training import TrainConfig
 from agents.collect import Recorder, demo_header, save_recording
 from agents.env import EPISODE_STEPS, make_env
 from agents.experts import check_expert, make_expert
 from agents.policy import DrivingPolicy
-from agents.rollout import default_workers, parallel_map, run_episode
-from datasets.demos import DemoSet, write_json
-from nac.layer import ConfigError, _need
+from agents.executor import ExecutorConfig
+from agents.rollout import parallel_map, run_episode
+from datasets.demos import DemoSet
+from nac.checkpoint import write_json
+from nac.config import ConfigError, need
 
 FIRST_SEED = 1_000_000  # DAgger rollouts use seeds from here on, far from collection and evaluation
 
@@ -41,17 +44,18 @@ class DaggerConfig:
     epochs: int = 2  # training epochs added per round
     minutes: float | None = None  # and at most this many training minutes per round (None: no cap)
     workers: int = 0  # rollout processes; 0 = up to 2
+    ray: str | None = None  # run the rollouts as Ray tasks on this cluster address ("local": a new local instance)
     seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i
     max_steps: int = EPISODE_STEPS  # steps per rollout (CarRacing's limit is 1000)
 
     def __post_init__(self) -> None:
         check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
-        _need(self.rounds >= 1, f"rounds must be >= 1 (got {self.rounds})")
-        _need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
-        _need(0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
-        _need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
-        _need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
-        _need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
+        need(self.rounds >= 1, f"rounds must be >= 1 (got {self.rounds})")
+        need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
+        need(0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
+        need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
+        need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
+        need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
 
 
 class MixedDriver:
@@ -118,7 +122,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
             parallel_map(
                 partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps),
                 todo,
-                min(cfg.workers or default_workers(), len(todo)),
+                ExecutorConfig(cfg.workers, cfg.ray),
                 desc=f"DAgger round {r} rollouts (beta {beta:.2f})",
                 on_result=demos.add,
                 postfix=lambda done: {"mean return": f"{np.mean([e['return'] for e in done]):.1f}"},

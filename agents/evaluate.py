@@ -20,9 +20,10 @@ from agents import perturb
 from agents.env import EPISODE_STEPS, make_env
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.policy import WEIGHTS, DrivingPolicy
-from agents.rollout import EpisodeResult, default_workers, parallel_map, run_episode, summarize
-from datasets.demos import write_json
-from nac.layer import ConfigError, _need, load_checkpoint
+from agents.executor import ExecutorConfig
+from agents.rollout import EpisodeResult, parallel_map, run_episode, summarize
+from nac.checkpoint import load_checkpoint, write_json
+from nac.config import ConfigError, need
 
 
 @dataclass
@@ -31,6 +32,7 @@ class EvaluateConfig:
     episodes: int = 50  # episodes per run
     seed_start: int = 10000  # seeds seed_start, seed_start + 1, ... (none may be a training seed)
     workers: int = 0  # processes; 0 = up to 2
+    ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     weights: str = "best"  # which weights of each run: best (validation) or last
     sample: bool = False  # sample discrete actions from the softmax instead of argmax
     experts: bool = True  # add the track expert's figures on the same seeds as reference rows
@@ -38,15 +40,15 @@ class EvaluateConfig:
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
 
     def __post_init__(self) -> None:
-        _need(bool(self.runs), "give at least one run folder")
-        _need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
-        _need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
-        _need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
+        need(bool(self.runs), "give at least one run folder")
+        need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
+        need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
+        need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
         if self.perturb is not None and self.perturb.strip() == "none":
             self.perturb = None  # "none" names the clean level in a sweep
         if self.perturb is not None:
             perturb.parse(self.perturb)  # a clear error now, not in a worker
-        _need(self.weights in WEIGHTS, f"weights must be one of {', '.join(WEIGHTS)} (got {self.weights!r})")
+        need(self.weights in WEIGHTS, f"weights must be one of {', '.join(WEIGHTS)} (got {self.weights!r})")
 
 
 @dataclass
@@ -160,7 +162,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
 
     try:
         parallel_map(
-            drive, jobs, cfg.workers or default_workers(), desc="evaluating", on_result=keep,
+            drive, jobs, ExecutorConfig(cfg.workers, cfg.ray), desc="evaluating", on_result=keep,
             postfix=lambda done: {"mean": f"{np.mean([r[1].episode_return for r in done]):.1f}"},
         )
     except KeyboardInterrupt as exc:
@@ -172,7 +174,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
             r = evaluate_expert(
                 ExpertEvalConfig(
                     continuous=space == "continuous", episodes=cfg.episodes, seed_start=cfg.seed_start,
-                    workers=cfg.workers, max_steps=cfg.max_steps,
+                    workers=cfg.workers, ray=cfg.ray, max_steps=cfg.max_steps,
                 )
             )
             rows.append({

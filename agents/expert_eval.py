@@ -8,8 +8,9 @@ from typing import Any
 
 from agents.env import EPISODE_STEPS, make_env
 from agents.experts import check_expert, expert_needs_pixels, make_expert
-from agents.rollout import EpisodeResult, default_workers, parallel_map, run_episode, summarize
-from nac.layer import ConfigError
+from agents.executor import ExecutorConfig
+from agents.rollout import EpisodeResult, parallel_map, run_episode, summarize
+from nac.config import ConfigError
 
 
 @dataclass
@@ -19,6 +20,7 @@ class ExpertEvalConfig:
     episodes: int = 50
     seed_start: int = 0  # episodes use seeds seed_start, seed_start + 1, ...
     workers: int = 0  # processes; 0 = up to 2
+    ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     model: str | None = None  # model file (PPO expert)
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
 
@@ -45,7 +47,7 @@ def evaluate_expert(cfg: ExpertEvalConfig) -> dict[str, Any]:
     results = parallel_map(
         partial(_one, cfg),
         seeds,
-        cfg.workers or default_workers(),
+        ExecutorConfig(cfg.workers, cfg.ray),
         desc=f"{cfg.expert} expert",
         postfix=lambda done: {"mean": f"{sum(r.episode_return for r in done) / len(done):.1f}"},
     )

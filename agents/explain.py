@@ -26,8 +26,8 @@ from agents.env import make_env
 from agents.experts import make_expert
 from agents.policy import DrivingPolicy
 from agents.video import saliency
-from datasets.demos import write_json
-from nac.layer import _need
+from nac.checkpoint import write_json
+from nac.config import need
 
 COLOURS = {"noop": "#999999", "right": "#d62728", "left": "#1f77b4", "gas": "#2ca02c", "brake": "#ff7f0e"}
 
@@ -41,8 +41,8 @@ class ExplainConfig:
     saliency_frames: int = 12  # frames of the saliency grid, evenly spaced over the episode
 
     def __post_init__(self) -> None:
-        _need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
-        _need(self.saliency_frames >= 1, f"saliency frames must be >= 1 (got {self.saliency_frames})")
+        need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
+        need(self.saliency_frames >= 1, f"saliency frames must be >= 1 (got {self.saliency_frames})")
 
 
 def _nac_step_details(policy: DrivingPolicy) -> dict[str, np.ndarray] | None:

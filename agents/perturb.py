@@ -27,7 +27,7 @@ import cv2
 import numpy as np
 
 from agents.env import ACTIONS, FPS
-from nac.layer import ConfigError
+from nac.config import ConfigError
 
 KINDS = {  # name -> (default level, allowed range text, check)
     "drop": (None, "0 <= p < 1", lambda x: 0 <= x < 1),

@@ -16,7 +16,8 @@ import torch
 
 from agents.env import FPS
 from nac.driving import DrivingNet
-from nac.layer import ConfigError, load_checkpoint
+from nac.config import ConfigError
+from nac.checkpoint import load_checkpoint
 
 WEIGHTS = ("best", "last")
 

@@ -15,13 +15,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.training import TrainConfig, train
+from agents.tasks import train
+from agents.training import TrainConfig
 from agents.collect import CollectConfig, collect
 from agents.dagger import DaggerConfig, dagger
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from agents.video import RecordConfig, record_video
-from datasets.demos import DemoSet, write_json
-from nac.layer import _need
+from datasets.demos import DemoSet
+from nac.checkpoint import write_json
+from nac.config import need
 
 
 @dataclass
@@ -42,10 +44,10 @@ class QuickstartConfig:
     max_steps: int = 1000  # steps per episode (CarRacing's limit)
 
     def __post_init__(self) -> None:
-        _need(self.episodes >= 2, f"episodes must be >= 2 (one is held out for validation; got {self.episodes})")
-        _need(self.train_minutes > 0 and self.dagger_minutes > 0, "training minutes must be > 0")
-        _need(self.train_epochs >= 1 and self.dagger_epochs >= 1, "training epochs must be >= 1")
-        _need(self.dagger_episodes >= 1 and self.eval_episodes >= 1, "episode counts must be >= 1")
+        need(self.episodes >= 2, f"episodes must be >= 2 (one is held out for validation; got {self.episodes})")
+        need(self.train_minutes > 0 and self.dagger_minutes > 0, "training minutes must be > 0")
+        need(self.train_epochs >= 1 and self.dagger_epochs >= 1, "training epochs must be >= 1")
+        need(self.dagger_episodes >= 1 and self.eval_episodes >= 1, "episode counts must be >= 1")
 
 
 def _stage(title: str) -> None:

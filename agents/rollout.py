@@ -1,17 +1,16 @@
-"""Episodes in CarRacing, their statistics, and running many of them in worker processes."""
+"""Episodes in CarRacing, their statistics, and running many of them on the executor."""
 
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Protocol
 
 import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
+
+from agents.executor import ExecutorConfig, Task, make_executor
 
 SOLVED = 900.0  # CarRacing counts an average of 900 as solved
 
@@ -100,47 +99,32 @@ def _t95(dof: int) -> float:
 def parallel_map(
     fn: Callable[[Any], Any],
     items: list[Any],
-    workers: int,
+    where: ExecutorConfig | int,
     desc: str,
     postfix: Callable[[list[Any]], dict] | None = None,
     on_result: Callable[[Any], None] | None = None,
 ) -> list[Any]:
-    """fn over items in `workers` processes (in this process when workers == 1), with a progress
-    bar; on_result(result) runs in this process as each one finishes. Results come back in
-    completion order. On Ctrl-C or a dead worker, the results finished so far are attached to
-    the exception as `.partial`."""
+    """fn over items on the executor `where` names (a worker count: local processes, 1 = this
+    process), with a progress bar; on_result(result) runs in this process as each one finishes.
+    Results come back in completion order. On Ctrl-C or a failure, the results finished so far
+    are attached to the exception as `.partial`."""
+    cfg = where if isinstance(where, ExecutorConfig) else ExecutorConfig(workers=where)
     done: list[Any] = []
     bar = tqdm(total=len(items), desc=desc, unit="ep", dynamic_ncols=True)
-
-    def finish(result: Any) -> None:
-        done.append(result)
-        if on_result is not None:
-            on_result(result)
-        bar.update(1)
-        if postfix:
-            bar.set_postfix(postfix(done))
-
     try:
-        if workers <= 1:
-            for item in items:
-                finish(fn(item))
-        else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(fn, item) for item in items]
-                try:
-                    for fut in as_completed(futures):
-                        finish(fut.result())
-                except BaseException:
-                    for f in futures:
-                        f.cancel()
-                    raise
-    except (KeyboardInterrupt, BrokenProcessPool) as exc:
+        with make_executor(cfg, len(items)) as ex:
+            for i, item in enumerate(items):
+                ex.submit(Task(i, fn, item))
+            for _, result in ex.results():
+                done.append(result)
+                if on_result is not None:
+                    on_result(result)
+                bar.update(1)
+                if postfix:
+                    bar.set_postfix(postfix(done))
+    except BaseException as exc:
         exc.partial = done  # type: ignore[attr-defined]
         raise
     finally:
         bar.close()
     return done
-
-
-def default_workers() -> int:
-    return max(1, min(2, os.cpu_count() or 1))

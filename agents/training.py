@@ -9,7 +9,9 @@ no pickles: tensors in safetensors, everything else in JSON. The order of an epo
 of (seed, epoch) and dropout is seeded per step, so a resumed run takes the same steps as an
 uninterrupted one.
 
-A task supplies the network and its data: `net` (with save()), `label`, `extra` (what goes into
+The loop knows no task: a task (agents.bc's CarRacing windows, agents.udacity's PilotNet) is
+built by its trainer and handed to `fit`; `agents.tasks.train` picks the trainer by name. A task
+supplies the network and its data: `net` (with save()), `label`, `extra` (what goes into
 config.json), `batches_per_epoch()`, `batch(epoch, b, device)`, `loss(model, batch, device)` ->
 (mean loss, progress figures), and `validate(device)` -> figures including "val_loss".
 """
@@ -29,10 +31,10 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from datasets.demos import write_json
-from nac.layer import ConfigError, _need
+from nac.checkpoint import write_json
+from nac.config import ConfigError, need
 
-TASKS = ("carracing", "udacity")
+TASKS = ("carracing", "udacity")  # the trainers by name are in agents.tasks
 BALANCE = ("auto", "weights", "sampler", "none")
 STATE = "train_state"
 
@@ -66,20 +68,20 @@ class TrainConfig:
     init_from: str | None = None  # carracing: start from this run's best weights (same network)
 
     def __post_init__(self) -> None:
-        _need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
-        _need(bool(self.data), "give at least one data folder (--data)")
-        _need(len(set(map(os.path.abspath, self.data))) == len(self.data), "a data folder is given twice")
-        _need(self.epochs is None or self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
-        _need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
-        _need(self.batch_size >= 1, f"batch size must be >= 1 (got {self.batch_size})")
-        _need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
-        _need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
-        _need(self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
-        _need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
-        _need(0 < self.val_fraction < 1, f"validation fraction must be between 0 and 1 (got {self.val_fraction})")
-        _need(self.folds >= 1, f"folds must be >= 1 (got {self.folds})")
-        _need(self.folds == 1 or self.task == "carracing", "--folds is for the carracing task")
-        _need(self.checkpoint_seconds > 0, "checkpoint_seconds must be > 0")
+        need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
+        need(bool(self.data), "give at least one data folder (--data)")
+        need(len(set(map(os.path.abspath, self.data))) == len(self.data), "a data folder is given twice")
+        need(self.epochs is None or self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
+        need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
+        need(self.batch_size >= 1, f"batch size must be >= 1 (got {self.batch_size})")
+        need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
+        need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
+        need(self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
+        need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
+        need(0 < self.val_fraction < 1, f"validation fraction must be between 0 and 1 (got {self.val_fraction})")
+        need(self.folds >= 1, f"folds must be >= 1 (got {self.folds})")
+        need(self.folds == 1 or self.task == "carracing", "--folds is for the carracing task")
+        need(self.checkpoint_seconds > 0, "checkpoint_seconds must be > 0")
 
     @property
     def max_epochs(self) -> float:
@@ -91,18 +93,6 @@ class TrainConfig:
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
-
-
-def train(cfg: TrainConfig, resume: bool = False, quiet: bool = False, restart_best: bool = False) -> dict[str, Any]:
-    """Train (or resume) a run of either task; returns its metrics. restart_best: on resume,
-    "best" is chosen among the checkpoints from here on (DAgger rounds)."""
-    if cfg.task == "udacity":
-        from agents.udacity import train_udacity
-
-        return train_udacity(cfg, resume, quiet)
-    from agents.bc import train_carracing
-
-    return train_carracing(cfg, resume, quiet, restart_best)
 
 
 class Task(Protocol):

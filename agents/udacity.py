@@ -21,7 +21,7 @@ from agents.policy import resolve_device
 from agents.training import TrainConfig, fit, init_distributed, prepare_run
 from datasets.demos import DataError
 from datasets.udacity import UdacityDataset, preprocess, read_logs, split_by_session
-from nac.layer import load_checkpoint
+from nac.checkpoint import load_checkpoint
 from nac.pilotnet import PilotNet, PilotNetConfig
 
 
@@ -73,10 +73,10 @@ class UdacityTask:
         return {"val_loss": float(F.mse_loss(p, t)), "val_mae": float((p - t).abs().mean())}
 
 
-def train_udacity(cfg: TrainConfig, resume: bool = False, quiet: bool = False) -> dict[str, Any]:
+def train_udacity(cfg: TrainConfig, resume: bool = False, quiet: bool = False, restart_best: bool = False) -> dict[str, Any]:
     cfg = prepare_run(cfg, resume)
     dist_info, device = init_distributed(resolve_device(cfg.device))
-    return fit(UdacityTask(cfg, quiet), cfg, dist_info, device, resume, quiet)
+    return fit(UdacityTask(cfg, quiet), cfg, dist_info, device, resume, quiet, restart_best)
 
 
 class SteeringPolicy:

@@ -232,7 +232,7 @@ class RecordConfig:
 
 
 def record_video(cfg: RecordConfig) -> dict[str, Any]:
-    from nac.layer import ConfigError
+    from nac.config import ConfigError
 
     if not cfg.runs and cfg.expert is None:
         raise ConfigError("give a run folder to record, or --expert track")
@@ -270,7 +270,7 @@ def record_udacity(folder: str, out: str, fps: float | None = None) -> dict[str,
     and speed of its row drawn beside it, at the recording's own rate (from the file names'
     time stamps; 15 fps when they have none)."""
     from datasets.udacity import decode, read_log
-    from nac.layer import ConfigError
+    from nac.config import ConfigError
 
     if not out.endswith(".mp4"):
         raise ConfigError(f"--out must be an .mp4 file (got {out})")

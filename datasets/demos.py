@@ -21,6 +21,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from nac.checkpoint import write_json
+
 MANIFEST = "manifest.json"
 FORMAT = "nacdrive-demos/1"
 ARRAYS = ("frames", "actions", "rewards", "terminated", "truncated", "timestamps", "state")
@@ -287,14 +289,3 @@ def _ranges(seeds: list[int]) -> str:
         out.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
         i = j + 1
     return ", ".join(out)
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically (a temporary file, then rename): readers never see half a file.
-
-    The one way this project writes a JSON file; the parent folder is created if missing."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)

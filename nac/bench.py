@@ -20,7 +20,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from nac.heads import build_head
-from nac.layer import NAC, KeyRule, _topk_exact, _topk_sqrt
+from nac.layer import NAC
+from nac.selection import KeyRule, topk_exact, topk_sqrt
 
 
 @dataclass
@@ -151,8 +152,8 @@ def sqrt_recall(seq_len: int, dim: int = 16, topk: int = 8, seed: int = 0) -> di
     ):
         q, k = queries[None, None], keys[None, None]
         rule = KeyRule(torch.arange(seq_len), torch.arange(seq_len))
-        exact, _ = _topk_exact(q, k, rule, topk)
-        approx, _ = _topk_sqrt(q, k, rule, topk)
+        exact, _ = topk_exact(q, k, rule, topk)
+        approx, _ = topk_sqrt(q, k, rule, topk)
         out[label] = (approx.unsqueeze(-1) == exact.unsqueeze(-2)).any(-1).float().mean().item()
     return out
 

@@ -16,7 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from nac.heads import HEADS, HeadConfig, SequenceHead, build_head
-from nac.layer import ConfigDict, ConfigError, _need, load_checkpoint, load_state_strict, save_checkpoint
+from nac.config import ConfigDict, ConfigError, need
+from nac.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
 
 ACTION_SPACES = ("discrete", "continuous")
 DISCRETE_ACTIONS = 5  # gymnasium CarRacing: noop, right, left, gas, brake
@@ -44,13 +45,13 @@ class DrivingNetConfig(ConfigDict):
     time_unit: float = 1.0 / 50  # seconds per unit of head time (one CarRacing step at 50 FPS)
 
     def __post_init__(self) -> None:
-        _need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
-        _need(self.action_space in ACTION_SPACES, f"action_space must be one of {', '.join(ACTION_SPACES)} (got {self.action_space!r})")
-        _need(self.window >= 1, f"window must be >= 1 (got {self.window})")
-        _need(self.frame_stride >= 1, f"frame stride must be >= 1 (got {self.frame_stride})")
-        _need(self.frame_size >= 32, f"frame_size must be >= 32 (got {self.frame_size})")
-        _need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
-        _need(self.time_unit > 0, f"time_unit must be > 0 (got {self.time_unit})")
+        need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
+        need(self.action_space in ACTION_SPACES, f"action_space must be one of {', '.join(ACTION_SPACES)} (got {self.action_space!r})")
+        need(self.window >= 1, f"window must be >= 1 (got {self.window})")
+        need(self.frame_stride >= 1, f"frame stride must be >= 1 (got {self.frame_stride})")
+        need(self.frame_size >= 32, f"frame_size must be >= 32 (got {self.frame_size})")
+        need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
+        need(self.time_unit > 0, f"time_unit must be > 0 (got {self.time_unit})")
         self.head_config()  # validate the head options now, with the head's own messages
 
     @property

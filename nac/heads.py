@@ -17,7 +17,9 @@ import torch.nn.functional as F
 from ncps.torch import CfC, LTC
 from torch import Tensor, nn
 
-from nac.layer import NAC, ConfigDict, NACConfig, _need, allowed_keys
+from nac.layer import NAC, NACConfig
+from nac.selection import allowed_keys
+from nac.config import ConfigDict, need
 
 HEADS: dict[str, Callable[["HeadConfig"], "SequenceHead"]] = {}
 _PRESETS: dict[str, dict[str, Any]] = {}
@@ -55,16 +57,16 @@ class HeadConfig(ConfigDict):
     nac: dict[str, Any] = field(default_factory=dict)  # NAC options (see NACConfig), nac* only
 
     def __post_init__(self) -> None:
-        _need(self.name in HEADS, f"unknown head {self.name!r}; choose one of {', '.join(HEADS)}")
-        _need(self.input_dim >= 1, f"input_dim must be >= 1 (got {self.input_dim})")
-        _need(self.d_model >= 1, f"d_model must be >= 1 (got {self.d_model})")
-        _need(self.output_dim is None or self.output_dim >= 1, "output_dim must be >= 1")
-        _need(self.window is None or self.window >= 1, f"window must be >= 1 (got {self.window})")
-        _need(
+        need(self.name in HEADS, f"unknown head {self.name!r}; choose one of {', '.join(HEADS)}")
+        need(self.input_dim >= 1, f"input_dim must be >= 1 (got {self.input_dim})")
+        need(self.d_model >= 1, f"d_model must be >= 1 (got {self.d_model})")
+        need(self.output_dim is None or self.output_dim >= 1, "output_dim must be >= 1")
+        need(self.window is None or self.window >= 1, f"window must be >= 1 (got {self.window})")
+        need(
             self.window is None or self.causal or not HEADS[self.name].is_attention,
             "window needs causal=True for attention heads",
         )
-        _need(not self.nac or self.name.startswith("nac"), f"nac options given for head {self.name!r}")
+        need(not self.nac or self.name.startswith("nac"), f"nac options given for head {self.name!r}")
         if self.name.startswith("nac"):
             self.nac_config()  # validate now, with NAC's own messages
 
@@ -375,7 +377,7 @@ class MHAHead(_Readout):
 
     def __init__(self, config: HeadConfig) -> None:
         super().__init__(config)
-        _need(config.d_model % config.num_heads == 0, "d_model must be divisible by num_heads")
+        need(config.d_model % config.num_heads == 0, "d_model must be divisible by num_heads")
         self.embed = nn.Linear(config.input_dim, config.d_model)
         self.mha = nn.MultiheadAttention(config.d_model, config.num_heads, batch_first=True)
 

@@ -11,53 +11,23 @@ the pair, so phi and omega_tau depend on q and k (see NAC.md, "A defect ...").
 
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from nac.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
+from nac.config import ConfigDict, ConfigError, need
 from nac.ode import MODES, solve
+from nac.selection import KeyRule, gather, topk_exact, topk_sqrt
 from nac.wiring import MAX_SPARSITY, MIN_SPARSITY, backbone_masks, sensory_mask
 
 SELECTIONS = ("topk", "pairwise", "sqrt")
 QUADRATURES = ("time", "dt")
 GATES = ("ncp", "dense")
-
-# Selection scores are computed in query chunks holding at most this many scores, so that
-# neither `topk` nor `sqrt` keeps a (T x T) matrix alive at once.
-_SCORE_BUDGET = 1 << 20
-
-
-class ConfigError(ValueError):
-    """A configuration value is out of range; the message says what is allowed."""
-
-
-def _need(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
-
-
-class ConfigDict:
-    """from_dict / to_dict for the config dataclasses; an unknown key is named in the error,
-    with the keys that are allowed."""
-
-    WHAT: ClassVar[str] = "options"
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Any:
-        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(data) - known)
-        _need(not unknown, f"unknown {cls.WHAT} {unknown}; allowed: {sorted(known)}")
-        return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
 
 
 @dataclass
@@ -89,39 +59,39 @@ class NACConfig(ConfigDict):
     seed: int = 0  # wiring seed; projection p uses seed + p (q, k, v, backbone = 0, 1, 2, 3)
 
     def __post_init__(self) -> None:
-        _need(self.d_model >= 1 and self.num_heads >= 1, "d_model and num_heads must be >= 1")
-        _need(
+        need(self.d_model >= 1 and self.num_heads >= 1, "d_model and num_heads must be >= 1")
+        need(
             self.d_model % self.num_heads == 0,
             f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})",
         )
-        _need(self.topk >= 1, f"topk must be >= 1 (got {self.topk})")
-        _need(self.mode in MODES, f"mode must be one of {', '.join(MODES)} (got {self.mode!r})")
-        _need(self.euler_steps >= 1, f"euler_steps must be >= 1 (got {self.euler_steps})")
-        _need(self.delta_t is None or self.delta_t > 0, f"delta_t must be > 0 (got {self.delta_t})")
-        _need(
+        need(self.topk >= 1, f"topk must be >= 1 (got {self.topk})")
+        need(self.mode in MODES, f"mode must be one of {', '.join(MODES)} (got {self.mode!r})")
+        need(self.euler_steps >= 1, f"euler_steps must be >= 1 (got {self.euler_steps})")
+        need(self.delta_t is None or self.delta_t > 0, f"delta_t must be > 0 (got {self.delta_t})")
+        need(
             self.selection in SELECTIONS,
             f"selection must be one of {', '.join(SELECTIONS)} (got {self.selection!r})",
         )
-        _need(
+        need(
             self.quadrature in QUADRATURES,
             f"quadrature must be one of {', '.join(QUADRATURES)} (got {self.quadrature!r})",
         )
-        _need(self.gates in GATES, f"gates must be one of {', '.join(GATES)} (got {self.gates!r})")
+        need(self.gates in GATES, f"gates must be one of {', '.join(GATES)} (got {self.gates!r})")
         if self.gates == "ncp":
-            _need(
+            need(
                 MIN_SPARSITY <= self.sparsity <= MAX_SPARSITY,
                 f"sparsity must be between {MIN_SPARSITY} and {MAX_SPARSITY} (got {self.sparsity})",
             )
-        _need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
-        _need(self.tau_epsilon > 0, f"tau_epsilon must be > 0 (got {self.tau_epsilon})")
-        _need(self.window is None or self.window >= 1, f"window must be >= 1 (got {self.window})")
-        _need(self.window is None or self.causal, "window needs causal=True")
-        _need(
+        need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
+        need(self.tau_epsilon > 0, f"tau_epsilon must be > 0 (got {self.tau_epsilon})")
+        need(self.window is None or self.window >= 1, f"window must be >= 1 (got {self.window})")
+        need(self.window is None or self.causal, "window needs causal=True")
+        need(
             self.motor_neurons >= 1 and self.backbone_units >= self.motor_neurons + 4,
             "backbone_units must be at least motor_neurons + 4 (an NCP needs inter and command "
             f"neurons; got backbone_units={self.backbone_units}, motor_neurons={self.motor_neurons})",
         )
-        _need(self.input_dim is None or self.input_dim >= 1, "input_dim must be >= 1")
+        need(self.input_dim is None or self.input_dim >= 1, "input_dim must be >= 1")
 
     @property
     def head_dim(self) -> int:
@@ -139,55 +109,6 @@ class NACDetails(NamedTuple):
     omega_tau: Tensor  # time-constant gate
     t: Tensor  # the time vector t_ij (also the quadrature weight when quadrature == "time")
     logits: Tensor  # a_ij before the softmax
-
-
-def allowed_keys(pos_q: Tensor, pos_k: Tensor, causal: bool, window: int | None) -> Tensor | None:
-    """(Tq, Tk) bool: which keys each query may attend to; None when all of them."""
-    if not causal:
-        return None
-    rel = pos_q[:, None] - pos_k[None, :]  # (Tq, Tk): how many steps key j lies before query i
-    ok = rel >= 0
-    if window is not None:
-        ok = ok & (rel < window)
-    return ok
-
-
-@dataclass
-class KeyRule:
-    """Which keys each query may use: causal / window rule on positions, and key padding.
-
-    Evaluated per chunk of queries (`mask`), so that selection never holds a (Tq x Tk) mask.
-    """
-
-    pos_q: Tensor  # (Tq,) position of each query among the keys
-    pos_k: Tensor  # (Tk,)
-    causal: bool = False
-    window: int | None = None
-    key_padding_mask: Tensor | None = None  # (B, Tk), True = padding (torch MHA's convention)
-
-    def mask(self, batch: int, start: int = 0, stop: int | None = None) -> Tensor:
-        """(B|1, 1, c, Tk) bool for queries start:stop."""
-        pos_q = self.pos_q[start:stop]
-        ok = allowed_keys(pos_q, self.pos_k, self.causal, self.window)
-        if ok is None:
-            ok = torch.ones(len(pos_q), len(self.pos_k), dtype=torch.bool, device=self.pos_k.device)
-        ok = ok[None, None]
-        if self.key_padding_mask is not None:
-            ok = ok & ~self.key_padding_mask[:, None, None, :].to(ok.device)
-        return ok.expand(batch, 1, *ok.shape[2:])
-
-
-def _gather(x: Tensor, idx: Tensor | None) -> Tensor:
-    """Keys' rows for every selected pair: x (B, H, Tk, n), idx (B, H, Tq, K) -> (B, H, Tq, K, n).
-
-    With idx None (pairwise) the result is a broadcast view (B, H, 1, Tk, n), no copy.
-    """
-    if idx is None:
-        return x.unsqueeze(2)
-    b, h, tk, n = x.shape
-    offsets = torch.arange(b * h, device=x.device).view(b, h, 1, 1) * tk
-    flat = (idx + offsets).reshape(-1)
-    return x.reshape(b * h * tk, n).index_select(0, flat).view(*idx.shape, n)
 
 
 class _HeadwiseMasked(nn.Module):
@@ -322,8 +243,8 @@ class NAC(nn.Module):
         if cfg.selection == "pairwise" or cfg.topk >= tk and cfg.selection == "topk":
             return None, rule.mask(q.shape[0])
         if cfg.selection == "topk":
-            return _topk_exact(q, k, rule, cfg.topk)
-        return _topk_sqrt(q, k, rule, cfg.topk)
+            return topk_exact(q, k, rule, cfg.topk)
+        return topk_sqrt(q, k, rule, cfg.topk)
 
     def _attend(
         self,
@@ -343,7 +264,7 @@ class NAC(nn.Module):
         cfg = self.config
         idx, valid = self._select(q, k, rule)  # (B, H, Tq, K) | None, (B, H|1, Tq, K)
         # Backbone on the selected pairs (B, H, Tq, K, .): first layer = query half + key half.
-        pre = uq.unsqueeze(3) + _gather(uk, idx)  # (B, H, Tq, K, n_inter + 2)
+        pre = uq.unsqueeze(3) + gather(uk, idx)  # (B, H, Tq, K, n_inter + 2)
         n = self.n_inter
         h = torch.tanh(pre[..., :n])
         h = torch.tanh(self.inter_command(h))
@@ -357,7 +278,7 @@ class NAC(nn.Module):
         if tq is None or tk is None:
             t_in = torch.ones((), dtype=pre.dtype, device=pre.device)
         else:
-            t_keys = _gather(tk[:, None, :, None].expand(-1, cfg.num_heads, -1, 1), idx)[..., 0]
+            t_keys = gather(tk[:, None, :, None].expand(-1, cfg.num_heads, -1, 1), idx)[..., 0]
             t_in = tq[:, None, :, None] - t_keys  # (B, H, Tq|1, K)
         t_ij = torch.sigmoid(pre[..., n] * t_in + pre[..., n + 1])
         logits = solve(phi, omega, t_ij, cfg.mode, cfg.euler_steps, cfg.delta_t)
@@ -366,7 +287,7 @@ class NAC(nn.Module):
         weights = self.attn_dropout(weights)
         quad = t_ij if cfg.quadrature == "time" else cfg.dt
         wv = (weights * quad).unsqueeze(-2)  # (B, H, Tq, 1, K)
-        out = (wv @ _gather(v, idx)).squeeze(-2)  # (B, H, Tq, hd)
+        out = (wv @ gather(v, idx)).squeeze(-2)  # (B, H, Tq, hd)
         if idx is None:
             b, hh, tqn, tkn = weights.shape
             idx = torch.arange(tkn, device=q.device).expand(b, hh, tqn, tkn)
@@ -462,119 +383,3 @@ class NAC(nn.Module):
         layer = cls(config=NACConfig.from_dict(config["nac"]))
         load_state_strict(layer, state, directory)
         return layer
-
-
-@torch.no_grad()
-def _topk_exact(q: Tensor, k: Tensor, rule: KeyRule, topk: int) -> tuple[Tensor, Tensor]:
-    """Exact top-K keys of q.k per query, scored in query chunks."""
-    b, h, tq, hd = q.shape
-    tk = k.shape[2]
-    kk = min(topk, tk)
-    chunk = max(1, _SCORE_BUDGET // max(1, b * h * tk))
-    idx_parts, val_parts = [], []
-    kt = k.transpose(-1, -2)
-    for s in range(0, tq, chunk):
-        scores = q[:, :, s : s + chunk] @ kt  # (B, H, c, Tk)
-        scores = scores.masked_fill(~rule.mask(b, s, s + chunk), float("-inf"))
-        vals, idx = scores.topk(kk, dim=-1)
-        idx_parts.append(idx)
-        val_parts.append(vals)
-    idx = torch.cat(idx_parts, 2)
-    return idx, torch.isfinite(torch.cat(val_parts, 2))
-
-
-@torch.no_grad()
-def _topk_sqrt(q: Tensor, k: Tensor, rule: KeyRule, topk: int) -> tuple[Tensor, Tensor]:
-    """Subquadratic top-K (paper, Algorithm 2): square-root block partition of the keys.
-
-    Keys split into ~sqrt(Tk) blocks; each query scores the block centroids, keeps the best
-    blocks until they hold at least K candidates plus one block of margin, scores those keys
-    exactly and takes the top K. The (Tq x Tk) score matrix is never built; queries are
-    processed in chunks so that memory grows linearly in T.
-
-    With causal attention the query's own block is always a candidate and never scored by
-    its centroid, which would average in future keys and let them decide what the query sees.
-    """
-    b, h, tq, hd = q.shape
-    tk = k.shape[2]
-    kk = min(topk, tk)
-    bs = max(1, math.ceil(math.sqrt(tk)))  # block size adapts to T
-    nb = math.ceil(tk / bs)
-    n_sel = min(nb, math.ceil(kk / bs) + 1)
-    pad = nb * bs - tk
-    k_pad = F.pad(k, (0, 0, 0, pad))  # (B, H, nb*bs, hd)
-    counts = F.pad(torch.ones(tk, device=k.device), (0, pad)).view(nb, bs).sum(1)
-    centroids = k_pad.view(b, h, nb, bs, hd).sum(3) / counts[:, None]  # (B, H, nb, hd)
-    chunk = max(1, _SCORE_BUDGET // max(1, b * h * (n_sel * bs * hd + nb)))
-    idx_parts, val_parts = [], []
-    offs = torch.arange(bs, device=k.device)
-    blk_ids = torch.arange(nb, device=k.device)
-    for s in range(0, tq, chunk):
-        qc = q[:, :, s : s + chunk]  # (B, H, c, hd)
-        okc = F.pad(rule.mask(b, s, s + chunk), (0, pad), value=False)  # (B, 1, c, nb*bs)
-        c = qc.shape[2]
-        block_ok = okc.view(b, 1, c, nb, bs).any(-1)  # (B, 1, c, nb)
-        cs = qc @ centroids.transpose(-1, -2)  # (B, H, c, nb)
-        if not rule.causal:
-            cs = cs.masked_fill(~block_ok, float("-inf"))
-            vals, blocks = cs.topk(n_sel, dim=-1)  # (B, H, c, n_sel)
-        else:
-            own = (rule.pos_q[s : s + chunk] // bs).view(1, 1, c, 1)
-            cs = cs.masked_fill(~block_ok | (blk_ids >= own), float("-inf"))
-            vals, blocks = cs.topk(n_sel - 1, dim=-1)  # earlier blocks, then the own block
-            blocks = torch.cat([blocks, own.expand(b, h, c, 1)], -1)
-            vals = torch.cat([vals, torch.zeros_like(vals[..., :1])], -1)
-        cand = (blocks.unsqueeze(-1) * bs + offs).reshape(b, h, c, n_sel * bs)  # key ids
-        scores = (_gather(k_pad, cand) @ qc.unsqueeze(-1)).squeeze(-1)  # (B, H, c, n_sel*bs)
-        cand_ok = torch.gather(okc.expand(b, h, c, nb * bs), 3, cand)
-        cand_ok &= torch.isfinite(vals).repeat_interleave(bs, -1)  # unselectable blocks
-        scores = scores.masked_fill(~cand_ok, float("-inf"))
-        top_vals, top_pos = scores.topk(kk, dim=-1)
-        idx_parts.append(torch.gather(cand, 3, top_pos))
-        val_parts.append(top_vals)
-    idx = torch.cat(idx_parts, 2).clamp(max=tk - 1)  # padded ids are invalid (-inf) anyway
-    return idx, torch.isfinite(torch.cat(val_parts, 2))
-
-
-# ---------------------------------------------------------------------- checkpoints
-def save_checkpoint(directory: str | Path, config: dict[str, Any], state: dict[str, Tensor], name: str = "model") -> None:
-    """Write `config.json` and `<name>.safetensors` into directory (created if missing)."""
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    tensors = {key: value.detach().cpu().contiguous() for key, value in state.items()}
-    tmp = d / f".{name}.safetensors.tmp"
-    save_file(tensors, str(tmp))
-    tmp.replace(d / f"{name}.safetensors")
-    (d / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
-def load_checkpoint(directory: str | Path, map_location: str = "cpu", name: str = "model") -> tuple[dict[str, Any], dict[str, Tensor]]:
-    d = Path(directory)
-    cfg_path, w_path = d / "config.json", d / f"{name}.safetensors"
-    for p in (cfg_path, w_path):
-        if not p.is_file():
-            raise FileNotFoundError(f"{p} not found: a checkpoint folder holds config.json and {name}.safetensors")
-    try:
-        config = json.loads(cfg_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{cfg_path} is not valid JSON ({exc})") from None
-    return config, load_file(str(w_path), device=map_location)
-
-
-def load_state_strict(module: nn.Module, state: dict[str, Tensor], source: str | Path) -> None:
-    """Load weights, explaining a config / weights mismatch in one sentence."""
-    expected = module.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    wrong = sorted(k for k in set(expected) & set(state) if expected[k].shape != state[k].shape)
-    if missing or unexpected or wrong:
-        parts = []
-        if missing:
-            parts.append(f"missing {missing[:3]}")
-        if unexpected:
-            parts.append(f"unexpected {unexpected[:3]}")
-        if wrong:
-            k = wrong[0]
-            parts.append(f"{k} has shape {tuple(state[k].shape)}, config needs {tuple(expected[k].shape)}")
-        raise ConfigError(f"weights in {source} do not match its config.json: " + "; ".join(parts))
-    module.load_state_dict(state)

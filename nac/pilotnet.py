@@ -14,7 +14,8 @@ import torch
 from torch import Tensor, nn
 
 from nac.heads import HEADS, HeadConfig, SequenceHead, build_head
-from nac.layer import ConfigDict, ConfigError, _need, load_checkpoint, load_state_strict, save_checkpoint
+from nac.config import ConfigDict, ConfigError, need
+from nac.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
 
 TASK = "udacity"
 INPUT = (66, 200)  # height, width of the YUV input
@@ -34,8 +35,8 @@ class PilotNetConfig(ConfigDict):
     dropout: float = 0.2
 
     def __post_init__(self) -> None:
-        _need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
-        _need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
+        need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
+        need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
         self.head_config()
 
     def head_config(self) -> HeadConfig:

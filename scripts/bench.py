@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from scripts.cli import non_negative_int, positive_int
+from scripts.args import non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,7 +67,7 @@ def run_policy(args: argparse.Namespace) -> int:
 
 
 def run_bridge(args: argparse.Namespace) -> int:
-    from scripts.cli import UserError
+    from scripts.args import UserError
     from sim_bridge.bench import bench_bridge
 
     if not args.run:
@@ -86,7 +86,7 @@ def run_bridge(args: argparse.Namespace) -> int:
 
 def _write_json(path: Path | None, data: object) -> None:
     if path:
-        from datasets.demos import write_json
+        from nac.checkpoint import write_json
 
         write_json(path, data)
         print(f"\nwrote {path}")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Callable, NoReturn, Sequence
+from typing import NoReturn, Sequence
 
 from datasets.demos import DataError
-from nac.layer import ConfigError
+from nac.config import ConfigError
 
 # Subcommand modules, in the order `nacdrive --help` lists them.
-COMMANDS = ("quickstart", "collect", "train", "dagger", "evaluate", "record", "explain", "drive", "sim", "expert", "bench")
+COMMANDS = ("quickstart", "collect", "train", "dagger", "evaluate", "study", "record", "explain", "drive", "sim", "expert", "bench")
 
 
 class Parser(argparse.ArgumentParser):
@@ -24,10 +24,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
-
-
-class UserError(ConfigError):
-    """Something the user gave is wrong; the message says what is allowed."""
 
 
 def build_parser() -> Parser:
@@ -56,25 +52,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         print(f"\nnacdrive {args.command}: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
         return 130
-
-
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """argparse type: a whole number >= minimum, with a message saying so."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
-        return value
-
-    return parse
-
-
-positive_int = int_at_least(1)
-non_negative_int = int_at_least(0)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from agents.experts import EXPERTS
-from scripts.cli import non_negative_int, positive_int
+from scripts.args import add_ray_flag, non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--continuous", action="store_true", help="continuous actions (steer, gas, brake)")
     p.add_argument("--model", metavar="PATH", help="--expert ppo: its run folder (default: the shipped PPO expert)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
+    add_ray_flag(p, "the episodes")
     p.add_argument("--seed-start", type=non_negative_int, default=None, help="first seed (default 0, or after the last with --append)")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
     g = p.add_mutually_exclusive_group()
@@ -76,7 +77,7 @@ def run_collect(args: argparse.Namespace) -> int:
     from agents.collect import CollectConfig, collect
 
     cfg = CollectConfig(
-        out=str(args.out), expert=args.expert, episodes=args.episodes, continuous=args.continuous, workers=args.workers,
+        out=str(args.out), expert=args.expert, episodes=args.episodes, continuous=args.continuous, workers=args.workers, ray=args.ray,
         seed_start=args.seed_start, resume=args.resume, append=args.append, max_steps=args.max_steps, model=args.model,
     )
     _print_info(collect(cfg))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agents.experts import EXPERTS
-from scripts.cli import non_negative_int, positive_int
-from scripts.train import positive_float
+from scripts.args import add_ray_flag, non_negative_int, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=positive_int, default=2, help="training epochs per round (default 2)")
     p.add_argument("--minutes", type=positive_float, help="also stop a round's training after this many minutes")
     p.add_argument("--workers", type=non_negative_int, default=0, help="rollout processes (default: up to 2)")
+    add_ray_flag(p, "the rollouts")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per rollout (default 1000, CarRacing's limit)")
     p.add_argument("--quiet", action="store_true", help="no training progress bars")
     p.set_defaults(func=run)
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = DaggerConfig(
         run=args.run, expert=args.expert, rounds=args.rounds, episodes=args.episodes, beta=args.beta,
-        epochs=args.epochs, minutes=args.minutes, workers=args.workers, max_steps=args.max_steps,
+        epochs=args.epochs, minutes=args.minutes, workers=args.workers, ray=args.ray, max_steps=args.max_steps,
     )
     state = dagger(cfg, quiet=args.quiet)
     for r in state["rounds"]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scripts.cli import positive_int
-from scripts.train import positive_float
+from scripts.args import positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:

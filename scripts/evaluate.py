@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from scripts.cli import non_negative_int, positive_int
+from scripts.args import add_ray_flag, non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, default=50, help="episodes per run (default 50)")
     p.add_argument("--seed-start", type=non_negative_int, default=10000, help="first seed (default 10000)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
+    add_ray_flag(p, "the episodes")
     p.add_argument("--weights", default="best", choices=("best", "last"), help="best (validation) or last weights")
     p.add_argument("--sample", action="store_true", help="sample discrete actions from the policy instead of argmax")
     p.add_argument("--no-expert", action="store_true", help="leave out the expert's reference row")
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     specs = args.perturb or [None]
     configs = [
         EvaluateConfig(
-            runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, weights=args.weights,
+            runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, ray=args.ray, weights=args.weights,
             sample=args.sample, experts=not args.no_expert, max_steps=args.max_steps, perturb=spec,
         )
         for spec in specs  # all checked before the first episode

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from agents.experts import EXPERTS
-from scripts.cli import non_negative_int, positive_int
+from scripts.args import add_ray_flag, non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--episodes", type=positive_int, default=50, help="episodes (default 50)")
     e.add_argument("--seed-start", type=non_negative_int, default=0, help="first seed (default 0)")
     e.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
+    add_ray_flag(e, "the episodes")
     e.add_argument("--json", type=Path, metavar="FILE", help="write the figures and per-episode returns as JSON")
     e.add_argument("--model", metavar="PATH", help="the PPO expert: a run folder from 'expert train' or its expert/ folder (default: the shipped one)")
     e.set_defaults(func=run_eval)
@@ -69,10 +70,10 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_eval(args: argparse.Namespace) -> int:
     from agents.expert_eval import ExpertEvalConfig, evaluate_expert
-    from datasets.demos import write_json
+    from nac.checkpoint import write_json
 
     cfg = ExpertEvalConfig(
-        expert=args.expert, continuous=args.continuous, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers,
+        expert=args.expert, continuous=args.continuous, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, ray=args.ray,
         model=args.model,
     )
     r = evaluate_expert(cfg)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nac.heads import head_names
-from scripts.cli import non_negative_int, positive_int
-from scripts.train import positive_float
+from scripts.args import non_negative_int, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:

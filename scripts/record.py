@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agents.experts import EXPERTS
-from scripts.cli import non_negative_int, positive_int
+from scripts.args import non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scripts.cli import non_negative_int, positive_int
+from scripts.args import non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -3,32 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from nac.heads import head_names
-from scripts.cli import non_negative_int, positive_int
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
-
-
-def key_value(text: str) -> tuple[str, Any]:
-    """--nac topk=8 -> ("topk", 8); values are read as JSON when they parse, else as text."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+from scripts.args import key_value, non_negative_int, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.training import TrainConfig, train
+    from agents.tasks import train
+    from agents.training import TrainConfig
 
     net: dict[str, Any] = {k: v for k, v in (("d_model", args.d_model), ("num_heads", args.num_heads)) if v is not None}
     if args.task == "carracing":

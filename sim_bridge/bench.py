@@ -36,9 +36,9 @@ def _rss_mb(pid: int) -> float:
 
 def sample_frames(n: int = 200) -> list[np.ndarray]:
     """Camera frames from CarRacing in the simulator's shape."""
-    from sim_bridge.carracing_sim import _make_env, camera
+    from sim_bridge.carracing_sim import make_sim_env, camera
 
-    env = _make_env(n)
+    env = make_sim_env(n)
     env.reset(seed=20000)
     frames = []
     for _ in range(n):

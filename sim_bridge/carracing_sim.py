@@ -21,7 +21,7 @@ import numpy as np
 
 from agents.env import ENV_ID, car_state
 from agents.experts import make_expert
-from nac.layer import ConfigError, _need
+from nac.config import ConfigError, need
 from sim_bridge.standin import UnityLikeClient, telemetry_fields
 
 MPH_PER_UNIT = 0.3  # CarRacing speed (Box2D units/s, top about 100) shown like the simulator's mph (top 30)
@@ -45,11 +45,11 @@ class SimConfig:
     record: str | None = None  # training mode: the expert drives, frames + driving_log.csv go here
 
     def __post_init__(self) -> None:
-        _need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
-        _need(self.episodes >= 1 and self.max_steps >= 1, "episodes and max-steps must be >= 1")
+        need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
+        need(self.episodes >= 1 and self.max_steps >= 1, "episodes and max-steps must be >= 1")
 
 
-def _make_env(max_steps: int) -> gym.Env:
+def make_sim_env(max_steps: int) -> gym.Env:
     return gym.make(ENV_ID, continuous=True, render_mode="rgb_array", max_episode_steps=max_steps)
 
 
@@ -60,7 +60,7 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty; record into a new folder (nothing is ever overwritten)")
     (out / "IMG").mkdir(parents=True, exist_ok=True)
-    env = _make_env(cfg.max_steps)
+    env = make_sim_env(cfg.max_steps)
     rows = 0
     clock = datetime(2026, 1, 1)  # file names carry the time as the simulator's do; a new episode is a new session
     with open(out / "driving_log.csv", "w", newline="") as log:
@@ -88,7 +88,7 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
 
 def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
     """Autonomous mode: one telemetry -> one reply per step, through the bridge."""
-    env = _make_env(cfg.max_steps)
+    env = make_sim_env(cfg.max_steps)
     client = UnityLikeClient(cfg.host, cfg.port)
     returns, bad_replies = [], 0
     try:

@@ -29,7 +29,7 @@ import cv2
 import numpy as np
 import socketio
 
-from nac.layer import ConfigError, _need
+from nac.config import ConfigError, need
 from sim_bridge import patches
 
 log = logging.getLogger("nacdrive.bridge")
@@ -158,9 +158,9 @@ class BridgeConfig:
     status_every: float = 1.0  # seconds between status lines (0: none)
 
     def __post_init__(self) -> None:
-        _need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
-        _need(0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
-        _need(0 < self.max_steer <= 1, f"max steer must be in (0, 1] (got {self.max_steer})")
+        need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
+        need(0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
+        need(0 < self.max_steer <= 1, f"max steer must be in (0, 1] (got {self.max_steer})")
 
 
 class _SimulatorServer(socketio.Server):

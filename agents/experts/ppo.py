@@ -1,7 +1,7 @@
 """The PPO expert: stable-baselines3 PPO on CarRacing-v3 with rl-baselines3-zoo's settings, an
 optional warm start from the track expert (behaviour cloning of PPO's own policy network through
 PPO's own observation wrappers, then DAgger rounds), and the trained expert exported as
-safetensors + JSON so that it drives like any other expert.
+safetensors + JSON (agents.experts.ppo_expert drives it like any other expert).
 
 The zoo's pipeline: frame skip 2, 64x64, grayscale, 2 stacked frames, 8 environments, CnnPolicy,
 learning rate linear from 1e-4, n_steps 512, batch 128, 10 epochs, gSDE (continuous), reward
@@ -21,17 +21,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.wrappers import GrayscaleObservation, ResizeObservation
-from safetensors.torch import load_model, save_model
+from safetensors.torch import save_model
 from torch import nn
 from tqdm import tqdm
 
 from agents.env import ENV_ID, EPISODE_STEPS
-from agents.experts import PPO_EXPORT, check_expert
-from datasets.demos import write_json
-from nac.layer import ConfigError, _need
-
-SKIP, SIZE, STACK = 2, 64, 2
-
+from agents.experts.ppo_expert import PPO_EXPORT, SIZE, SKIP, STACK, policy_kwargs
+from nac.checkpoint import write_json
+from nac.config import ConfigError, need
 
 def zoo_hyperparameters(continuous: bool) -> dict[str, Any]:
     """rl-baselines3-zoo's PPO settings for CarRacing (hyperparams/ppo.yml)."""
@@ -40,10 +37,6 @@ def zoo_hyperparameters(continuous: bool) -> dict[str, Any]:
         "max_grad_norm": 0.5, "vf_coef": 0.5, "clip_range": 0.2, "use_sde": continuous, "sde_sample_freq": 4 if continuous else -1,
         "policy_kwargs": {"log_std_init": -2.0, "ortho_init": False, "activation_fn": "GELU", "net_arch": {"pi": [256], "vf": [256]}},
     }
-
-
-def _policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {**kwargs, "activation_fn": getattr(nn, kwargs["activation_fn"])}
 
 
 class FrameSkip(gym.Wrapper):
@@ -114,11 +107,11 @@ class PPOTrainConfig:
     max_steps: int = EPISODE_STEPS
 
     def __post_init__(self) -> None:
-        _need(self.timesteps >= 0, "timesteps must be >= 0")
-        _need(self.envs >= 1, "envs must be >= 1")
-        _need(self.warm_start in (None, "track"), f"warm start must be 'track' or none (got {self.warm_start!r})")
-        _need(self.warm_steps >= 1 and self.dagger_steps >= 1 and self.bc_epochs >= 1, "warm-start sizes must be >= 1")
-        _need(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.eval_episodes >= 1, "eval and checkpoint intervals must be >= 1")
+        need(self.timesteps >= 0, "timesteps must be >= 0")
+        need(self.envs >= 1, "envs must be >= 1")
+        need(self.warm_start in (None, "track"), f"warm start must be 'track' or none (got {self.warm_start!r})")
+        need(self.warm_steps >= 1 and self.dagger_steps >= 1 and self.bc_epochs >= 1, "warm-start sizes must be >= 1")
+        need(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.eval_episodes >= 1, "eval and checkpoint intervals must be >= 1")
 
 
 def _vec_env(cfg: PPOTrainConfig, n: int, seed: int) -> Any:
@@ -263,7 +256,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
         model = PPO(
             "CnnPolicy", venv, learning_rate=lambda progress: lr0 * progress, seed=cfg.seed, device=cfg.device,
             tensorboard_log=str(out / "tb"), verbose=0,
-            **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=_policy_kwargs(hyper["policy_kwargs"]),
+            **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(hyper["policy_kwargs"]),
         )
         if cfg.warm_start == "track" and "warm" not in log:
             warm_start(model, cfg, log)
@@ -322,48 +315,3 @@ def export(model: Any, cfg: PPOTrainConfig, directory: Path) -> None:
         "expert": "ppo", "continuous": cfg.continuous, "skip": SKIP, "size": SIZE, "stack": STACK,
         "use_sde": bool(model.use_sde), "policy_kwargs": zoo_hyperparameters(cfg.continuous)["policy_kwargs"],
     })
-
-
-class PPOExpert:
-    """The exported PPO policy behind the expert contract, in a plain CarRacing environment: it
-    applies PPO's wrappers itself (decides every 2nd step on the last 2 decision frames, 64x64
-    grey) and holds its action in between, as FrameSkip did in training."""
-
-    name = "ppo"
-
-    def __init__(self, env: gym.Env, model_dir: str | Path) -> None:
-        from stable_baselines3.common.policies import ActorCriticCnnPolicy
-
-        d = check_expert("ppo", model_dir, bool(env.unwrapped.continuous))
-        self.config = json.loads((d / "config.json").read_text())
-        self.env = env
-        obs_space = gym.spaces.Box(0, 255, (STACK, SIZE, SIZE), np.uint8)
-        self.policy = ActorCriticCnnPolicy(
-            obs_space, env.action_space, lambda _: 0.0, use_sde=self.config["use_sde"], **_policy_kwargs(self.config["policy_kwargs"])
-        )
-        load_model(self.policy, str(d / "policy.safetensors"), device="cpu")
-        self.policy.set_training_mode(False)
-        # the same transforms as training's wrappers (gymnasium's own code, not a copy)
-        self._resize = ResizeObservation(env, (SIZE, SIZE))
-        self._grey = GrayscaleObservation(self._resize, keep_dim=True)
-        self.model_dir = str(d)
-        self.reset()
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "model": self.model_dir, "config": self.config}
-
-    def reset(self) -> None:
-        self._t = 0
-        self._frames: list[np.ndarray] = []
-        self._action: Any = None
-
-    def select_action(self, obs: np.ndarray) -> Any:
-        if self._t % SKIP == 0:
-            grey = self._grey.observation(self._resize.observation(obs))[..., 0]  # (64, 64)
-            self._frames = (self._frames or [np.zeros_like(grey)] * (STACK - 1))[-(STACK - 1):] + [grey]
-            x = np.stack(self._frames)[None]  # (1, STACK, 64, 64) as VecFrameStack + VecTransposeImage give
-            with torch.no_grad():
-                action, _ = self.policy.predict(x, deterministic=True)
-            self._action = action[0] if self.config["continuous"] else int(action[0])
-        self._t += 1
-        return self._action

@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.env import FPS
-from nac.layer import ConfigError
+from nac.config import ConfigError
 
 WHEELBASE = 3.24  # front to rear axle, Box2D units ((80 + 82) * car_dynamics.SIZE)
 MAX_WHEEL_ANGLE = 0.4  # the front-wheel joint's limit, radians

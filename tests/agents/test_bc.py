@@ -14,7 +14,8 @@ from safetensors.torch import load_file
 
 from agents import bc
 from agents.bc import Batches, action_classes, class_weights
-from agents.training import TrainConfig, train
+from agents.tasks import train
+from agents.training import TrainConfig
 from agents.policy import DrivingPolicy, load_run
 from datasets.demos import DataError, Episode
 from datasets.windows import FrameStore, FrameWindows

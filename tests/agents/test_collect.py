@@ -12,7 +12,7 @@ import pytest
 
 from agents.collect import CollectConfig, collect
 from datasets.demos import DemoSet
-from nac.layer import ConfigError
+from nac.config import ConfigError
 
 
 def _cfg(out, **kw):

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from agents.training import TrainConfig, train
+from agents.tasks import train
+from agents.training import TrainConfig
 from agents.dagger import DaggerConfig, MixedDriver, dagger
 from datasets.demos import DemoSet
 from nac import ConfigError

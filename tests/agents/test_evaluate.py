@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from agents import evaluate as ev
-from agents.training import TrainConfig, train
+from agents.tasks import train
+from agents.training import TrainConfig
 from agents.evaluate import EvaluateConfig, evaluate, robustness_points, to_markdown, write_leaderboard
 from nac import ConfigError
 

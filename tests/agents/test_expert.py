@@ -7,7 +7,7 @@ from agents.env import make_env
 from agents.experts import make_expert
 from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, _Lookahead, racing_line
 from agents.rollout import run_episode, summarize
-from nac.layer import ConfigError
+from nac.config import ConfigError
 
 
 @pytest.mark.parametrize("continuous", [False, True])

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from nac import NAC, ConfigError, NACConfig
-from nac.layer import KeyRule, _topk_exact, _topk_sqrt
+from nac.selection import KeyRule, topk_exact, topk_sqrt
 
 MODES = ("exact", "euler", "steady")
 
@@ -67,7 +67,7 @@ def test_euler_layer_approaches_exact_layer_with_many_steps():
 def test_topk_selection_equals_brute_force_topk():
     g = torch.Generator().manual_seed(1)
     q, k = torch.randn(2, 3, 40, 8, generator=g), torch.randn(2, 3, 57, 8, generator=g)
-    idx, valid = _topk_exact(q, k, KeyRule(torch.arange(40), torch.arange(57)), 5)
+    idx, valid = topk_exact(q, k, KeyRule(torch.arange(40), torch.arange(57)), 5)
     brute = (q @ k.transpose(-1, -2)).topk(5, dim=-1).indices
     assert valid.all()
     assert torch.equal(idx.sort(-1).values, brute.sort(-1).values)
@@ -80,7 +80,7 @@ def test_topk_selection_respects_causality_and_padding():
     pad = torch.zeros(1, 10, dtype=torch.bool)
     pad[0, 3] = True
     rule = KeyRule(pos, pos, causal=True, key_padding_mask=pad)
-    for idx, valid in (_topk_exact(q, k, rule, 4), _topk_sqrt(q, k, rule, 4)):
+    for idx, valid in (topk_exact(q, k, rule, 4), topk_sqrt(q, k, rule, 4)):
         chosen = idx[valid]
         rows = pos.view(1, 1, 10, 1).expand_as(idx)[valid]
         assert (chosen <= rows).all() and not (chosen == 3).any()
@@ -93,8 +93,8 @@ def test_sqrt_selection_has_high_recall_on_clustered_keys():
     keys = (centres.repeat_interleave(32, 0) + torch.randn(512, 16, generator=g) * 0.3)[None, None]
     queries = (centres[torch.randint(0, 16, (200,), generator=g)] + torch.randn(200, 16, generator=g) * 0.3)[None, None]
     rule = KeyRule(torch.arange(200), torch.arange(512))
-    exact, _ = _topk_exact(queries, keys, rule, 8)
-    approx, _ = _topk_sqrt(queries, keys, rule, 8)
+    exact, _ = topk_exact(queries, keys, rule, 8)
+    approx, _ = topk_sqrt(queries, keys, rule, 8)
     hits = (approx.unsqueeze(-1) == exact.unsqueeze(-2)).any(-1).float().mean()
     assert hits > 0.85  # measured 0.90 here; random keys give about 0.2 (see nacdrive bench nac)
 

@@ -1,0 +1,434 @@
+"""Studies: every comparison from several training runs, stated with the statistics of Agarwal et
+al. 2021 ("Deep RL at the Edge of the Statistical Precipice", the `rliable` package).
+
+A study is a grid: variants (recipes) x heads x training seeds. It records one demonstration set
+and shares it, trains every run by its variant's recipe (behaviour cloning, then DAgger, as
+agents/pretrained/README.md does), and drives every finished run on the same held-out seeds at
+every perturbation level. It sits above training and evaluation: it calls them, they never know it.
+
+Everything lands in OUT/study.json as it finishes (every episode's return, keyed by run, level and
+seed, so nothing is counted twice), and a study run again continues where it stopped: finished
+runs and finished episodes are never redone; an unfinished training run resumes from its own
+resumable state. Training runs and episodes are tasks on the executor (local processes, or Ray).
+The report (agents.study_report) is rebuilt from study.json alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from agents import perturb
+from agents.collect import CollectConfig, collect
+from agents.dagger import FIRST_SEED, DaggerConfig, dagger
+from agents.env import EPISODE_STEPS
+from agents.evaluate import describe_run, drive
+from agents.executor import ExecutorConfig, RayExecutor, Task, default_workers, make_executor
+from agents.expert_eval import ExpertEvalConfig, evaluate_expert
+from agents.tasks import train
+from agents.training import TrainConfig
+from datasets.demos import DemoSet
+from nac.checkpoint import write_json
+from nac.config import ConfigDict, ConfigError, need
+from nac.heads import HEADS
+
+FORMAT = "nacdrive-study/1"
+STUDY_FILE = "study.json"
+CLEAN = "none"
+
+
+@dataclass
+class Recipe(ConfigDict):
+    """How one run is trained; the defaults are agents/pretrained/README.md's recipe."""
+
+    WHAT = "recipe fields"
+
+    epochs: int = 4  # behaviour-cloning epochs on the demonstrations
+    dagger_rounds: int = 2  # DAgger rounds after it (0: pure behaviour cloning)
+    dagger_episodes: int = 10  # policy rollouts per round, labelled by the expert
+    dagger_epochs: int = 2  # training epochs after each round
+    dagger_beta: float = 0.5  # round r executes the expert's action with probability beta ** r
+    window: int = 8  # frames per window
+    stride_jitter: int = 1  # > 1: windows with irregular frame gaps 1..J (true timestamps kept)
+    lr: float = 1e-4  # Adam learning rate
+    batch_size: int = 32
+    net: dict[str, Any] = field(default_factory=dict)  # more network options, e.g. {"use_time": false, "nac": {"mode": "euler"}}
+
+    def __post_init__(self) -> None:
+        need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
+        need(self.dagger_rounds >= 0, f"dagger_rounds must be >= 0 (got {self.dagger_rounds})")
+        need(self.dagger_episodes >= 1 and self.dagger_epochs >= 1, "dagger_episodes and dagger_epochs must be >= 1")
+        need(0.0 <= self.dagger_beta < 1.0, f"dagger_beta must be in [0, 1) (got {self.dagger_beta})")
+        need(self.window >= 1 and self.stride_jitter >= 1, "window and stride_jitter must be >= 1")
+        need(self.lr > 0 and self.batch_size >= 1, "lr must be > 0 and batch_size >= 1")
+        need(isinstance(self.net, dict), "net must be a JSON object of network options")
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
+    """'bc:dagger_rounds=0' -> ("bc", {"dagger_rounds": 0}); 'euler:net.nac.mode=euler' sets a
+    nested network option; values are JSON where they parse ('true', '3'), text otherwise."""
+    name, _, spec = text.partition(":")
+    need(bool(name) and name.replace("-", "").replace("_", "").isalnum(), f"a variant is NAME[:KEY=VALUE,...] with a plain name (got {text!r})")
+    overrides: dict[str, Any] = {}
+    for item in filter(None, spec.split(",")):
+        key, sep, raw = item.partition("=")
+        need(bool(sep and key), f"variant {name!r}: expected KEY=VALUE, got {item!r}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        *path, last = key.split(".")
+        allowed = [f.name for f in fields(Recipe)]
+        need(path[:1] == ["net"] or (not path and key in allowed), f"variant {name!r}: unknown recipe field {key!r}; allowed: {allowed} (net.* for network options)")
+        node = overrides
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    Recipe.from_dict(overrides)  # check the values now, with the recipe's own messages
+    return name, overrides
+
+
+@dataclass
+class StudyConfig:
+    """A study's grid and how its runs are trained and evaluated (saved in study.json)."""
+
+    out: str  # the study folder (demos/, runs/, study.json, report/)
+    heads: list[str] = field(default_factory=lambda: ["nac", "lstm"])  # sequence heads (nac.heads.head_names())
+    seeds: int = 3  # training seeds per head and variant: first_seed .. first_seed + seeds - 1
+    first_seed: int = 0
+    variants: dict[str, dict[str, Any]] = field(default_factory=lambda: {"base": {}})  # name -> recipe overrides
+    demos: int = 50  # expert demonstrations (seeds 0 .. demos - 1), recorded once and shared
+    continuous: bool = True  # continuous actions; False: the 5 discrete ones
+    expert: str = "track"  # who demonstrates and labels DAgger rollouts
+    episodes: int = 50  # held-out episodes per run and level
+    seed_start: int = 10000  # held-out seeds seed_start ..
+    levels: list[str] = field(default_factory=lambda: [CLEAN])  # perturbation levels ("none" = clean; agents.perturb)
+    max_steps: int = EPISODE_STEPS  # steps per episode
+    workers: int = 0  # local processes; 0 = up to 2
+    ray: str | None = None  # Ray cluster address, or "local"; None: local processes
+
+    def __post_init__(self) -> None:
+        need(bool(self.heads), "give at least one head")
+        unknown = [h for h in self.heads if h not in HEADS]
+        need(not unknown, f"unknown heads {unknown}; choose from {', '.join(HEADS)}")
+        need(len(set(self.heads)) == len(self.heads), "a head is given twice")
+        need(self.seeds >= 1 and self.first_seed >= 0, "seeds must be >= 1 and first_seed >= 0")
+        need(bool(self.variants), "give at least one variant")
+        for name, overrides in self.variants.items():
+            Recipe.from_dict(overrides)
+        need(self.demos >= 2, f"demos must be >= 2 (one episode is held out for validation; got {self.demos})")
+        need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
+        need(self.seed_start >= self.demos, f"seed-start must be >= {self.demos}: the held-out seeds may not be demonstration seeds")
+        need(self.seed_start + self.episodes <= FIRST_SEED, f"held-out seeds must stay below {FIRST_SEED} (DAgger's rollout seeds)")
+        need(bool(self.levels), "give at least one level")
+        for level in self.levels:
+            if level != CLEAN:
+                perturb.parse(level)
+        need(len(set(self.levels)) == len(self.levels), "a level is given twice")
+        need(self.max_steps >= 1, "max_steps must be >= 1")
+
+    def recipe(self, variant: str) -> Recipe:
+        return Recipe.from_dict(self.variants[variant])
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run of the grid, seed-major: the first seed of every head comes first, so that
+        an interrupted study has comparable runs of every head rather than all runs of one."""
+        return [
+            {"key": f"{v}/{h}/seed{s}", "variant": v, "head": h, "seed": s}
+            for s in range(self.first_seed, self.first_seed + self.seeds)
+            for v in self.variants
+            for h in self.heads
+        ]
+
+    def eval_seeds(self) -> list[int]:
+        return list(range(self.seed_start, self.seed_start + self.episodes))
+
+    @property
+    def demos_dir(self) -> Path:
+        return Path(self.out) / "demos"
+
+    def run_dir(self, key: str) -> Path:
+        return Path(self.out) / "runs" / key
+
+
+@contextlib.contextmanager
+def _quiet_bars() -> Iterator[None]:
+    """No progress bars from the training, DAgger and expert inside a task: their stderr goes to
+    /dev/null (a task's failure still arrives as its exception; its figures are in the run folder)."""
+    with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
+        yield
+
+
+def train_run(job: dict[str, Any]) -> dict[str, Any]:
+    """One training run of the grid, to its end (a task): behaviour cloning, then DAgger, each
+    resumed from its own state if an earlier attempt was interrupted. Returns the run's figures."""
+    torch.set_num_threads(max(1, int(job.get("threads", 1))))
+    run, recipe = Path(job["path"]), Recipe.from_dict(job["recipe"])
+    started = time.monotonic()
+    net = {"use_time": True, **recipe.net}
+    with _quiet_bars():
+        tc = TrainConfig(
+            data=[job["demos"]], out=str(run), head=job["head"], window=recipe.window, stride_jitter=recipe.stride_jitter,
+            epochs=recipe.epochs, lr=recipe.lr, batch_size=recipe.batch_size, seed=job["seed"], net=net, device=job.get("device", "auto"),
+        )
+        state = run / "train_state.json"
+        if not state.is_file():
+            if run.exists():  # a start that died before its first checkpoint: nothing worth keeping
+                for p in sorted(run.rglob("*"), reverse=True):
+                    p.unlink() if p.is_file() else p.rmdir()
+            train(tc, quiet=True)
+        elif not (run / "dagger.json").is_file():
+            train(tc, resume=True, quiet=True)
+        dag: dict[str, Any] = {"rounds": []}
+        if recipe.dagger_rounds:
+            dag = dagger(DaggerConfig(
+                run=str(run), expert=job["expert"], rounds=recipe.dagger_rounds, episodes=recipe.dagger_episodes,
+                beta=recipe.dagger_beta, epochs=recipe.dagger_epochs, workers=1, max_steps=job["max_steps"],
+                seed_start=FIRST_SEED + job["seed"] * 1000,  # each training seed has its own rollouts
+            ), quiet=True)
+    metrics = json.loads((run / "metrics.json").read_text())
+    best = metrics.get("best") or {}
+    return {
+        "path": str(run),
+        "train_seconds": metrics.get("train_seconds"),
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "val_loss": best.get("val_loss"),
+        "val_accuracy": best.get("val_accuracy"),
+        "dagger_rollout_returns": [r.get("rollout_mean_return") for r in dag["rounds"]],
+    }
+
+
+def eval_episode(job: tuple[str, bool, int, str | None, int]) -> dict[str, Any]:
+    """One held-out episode of one run at one level (a task)."""
+    path, continuous, max_steps, level, seed = job
+    _, result, ms = drive((path, "best", False, continuous, max_steps, level, seed))
+    return {
+        "return": result.episode_return, "length": result.length, "lap_finished": result.lap_finished,
+        "tiles": result.tiles_visited, "step_ms_p50": float(np.percentile(ms, 50)) if ms.size else None,
+    }
+
+
+class StudyFile:
+    """study.json: the config, each run's figures, every episode; written atomically on each change."""
+
+    def __init__(self, cfg: StudyConfig) -> None:
+        self.path = Path(cfg.out) / STUDY_FILE
+        if self.path.is_file():
+            self.data = json.loads(self.path.read_text())
+            need(self.data.get("format") == FORMAT, f"{self.path} is not a study file ({FORMAT})")
+            self._check_compatible(cfg)
+            self.data["config"] = _merged_config(self.data["config"], asdict(cfg))
+        else:
+            self.data = {"format": FORMAT, "config": asdict(cfg), "runs": {}, "episodes": []}
+        self.keys = {self.episode_key(e) for e in self.data["episodes"]}
+
+    def _check_compatible(self, cfg: StudyConfig) -> None:
+        """A study may grow (heads, seeds, episodes, levels, variants) but not change what its
+        finished runs were trained and evaluated with."""
+        old = self.data["config"]
+        for name in ("demos", "continuous", "expert", "seed_start", "max_steps"):
+            need(old[name] == getattr(cfg, name), f"{self.path} was made with {name}={old[name]!r}, not {getattr(cfg, name)!r}; use another --out")
+        for v, overrides in cfg.variants.items():
+            if v in old["variants"]:
+                need(Recipe.from_dict(old["variants"][v]) == Recipe.from_dict(overrides),
+                     f"variant {v!r} in {self.path} has another recipe ({old['variants'][v]}); give the new one another name")
+
+    @staticmethod
+    def episode_key(e: dict[str, Any]) -> tuple[str, str, int]:
+        return e["run"], e["level"], e["episode_seed"]
+
+    def add_episode(self, e: dict[str, Any]) -> bool:
+        key = self.episode_key(e)
+        if key in self.keys:
+            return False  # a retried task's second answer: never counted twice
+        self.keys.add(key)
+        self.data["episodes"].append(e)
+        return True
+
+    def save(self) -> None:
+        write_json(self.path, self.data)
+
+
+def _merged_config(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The grid as it now stands: the union of what was asked in every invocation."""
+    merged = dict(new)
+    merged["heads"] = list(dict.fromkeys(old["heads"] + new["heads"]))
+    merged["variants"] = {**old["variants"], **new["variants"]}
+    merged["levels"] = list(dict.fromkeys(old["levels"] + new["levels"]))
+    merged["seeds"] = max(old["first_seed"] + old["seeds"], new["first_seed"] + new["seeds"]) - min(old["first_seed"], new["first_seed"])
+    merged["first_seed"] = min(old["first_seed"], new["first_seed"])
+    merged["episodes"] = max(old["episodes"], new["episodes"])
+    return merged
+
+
+def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
+    """Run (or continue) the study; returns study.json's content. Ctrl-C keeps everything finished."""
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    study = StudyFile(cfg)
+    study.save()
+
+    # 1. one demonstration set for every run
+    demos = cfg.demos_dir
+    have = len(DemoSet(demos).episodes) if (demos / "manifest.json").is_file() else 0
+    if have < cfg.demos:
+        collect(CollectConfig(
+            out=str(demos), expert=cfg.expert, episodes=cfg.demos, continuous=cfg.continuous, workers=cfg.workers,
+            ray=cfg.ray, resume=(demos / "manifest.json").is_file(), max_steps=cfg.max_steps,
+        ))
+
+    # 2. the task list: training runs not finished, episodes not driven
+    runs = cfg.runs()
+    seeds = cfg.eval_seeds()
+    ex_cfg = ExecutorConfig(cfg.workers, cfg.ray)
+    executor = make_executor(ex_cfg)
+    ray_gpus = executor.gpus_available() if isinstance(executor, RayExecutor) else 0.0
+    capacity = 10_000 if isinstance(executor, RayExecutor) else (cfg.workers or default_workers())
+
+    def episode_tasks(run: dict[str, Any]) -> list[Task]:
+        path = str(cfg.run_dir(run["key"]))
+        tasks = []
+        for level in cfg.levels:
+            spec = None if level == CLEAN else level
+            for s in seeds:
+                if (run["key"], level, s) not in study.keys:
+                    tasks.append(Task(("episode", run["key"], level, s), eval_episode, (path, cfg.continuous, cfg.max_steps, spec, s)))
+        return tasks
+
+    def train_task(run: dict[str, Any]) -> Task:
+        job = {
+            "path": str(cfg.run_dir(run["key"])), "demos": str(demos), "head": run["head"], "seed": run["seed"],
+            "recipe": cfg.variants[run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps,
+            "device": "cuda" if ray_gpus else "cpu",
+        }
+        return Task(("train", run["key"]), train_run, job, cpus=1, gpus=1 if ray_gpus else 0)
+
+    ready_eval: list[Task] = []
+    ready_train: list[Task] = []
+    for run in runs:
+        if study.data["runs"].get(run["key"], {}).get("done"):
+            _check_not_trained_on(cfg, run)
+            ready_eval += episode_tasks(run)
+        else:
+            ready_train.append(train_task(run))
+    expert_tasks = [
+        Task(("expert", CLEAN, s), _expert_episode, (cfg.expert, cfg.continuous, cfg.max_steps, s))
+        for s in seeds if ("expert", CLEAN, s) not in study.keys
+    ]
+    ready_eval = expert_tasks + ready_eval
+
+    total_runs = len(runs)
+    total_eps = len(runs) * len(cfg.levels) * len(seeds) + len(seeds)
+    progress = _Progress(study, total_runs, total_eps, capacity, quiet)
+    running: dict[Any, str] = {}
+
+    def refill() -> None:
+        # episodes of finished runs first: results land early, and a study cut short has them
+        while len(running) < capacity and (ready_eval or ready_train):
+            task = ready_eval.pop(0) if ready_eval else ready_train.pop(0)
+            executor.submit(task)
+            running[task.key] = task.key[1] if task.key[0] == "train" else "episodes"
+
+    try:
+        refill()
+        progress.show(running)
+        while executor.pending():
+            key, result = executor.next_result()
+            running.pop(key, None)
+            kind = key[0]
+            if kind == "train":
+                run = next(r for r in runs if r["key"] == key[1])
+                study.data["runs"][run["key"]] = {**run, **result, "done": True}
+                progress.trained(result["wall_seconds"])
+                _check_not_trained_on(cfg, run)
+                ready_eval.extend(episode_tasks(run))
+            else:
+                if kind == "expert":
+                    e = {"run": "expert", "variant": "-", "head": "expert", "seed": 0, "level": key[1], "episode_seed": key[2], **result}
+                else:
+                    run = study.data["runs"][key[1]]
+                    e = {"run": key[1], "variant": run["variant"], "head": run["head"], "seed": run["seed"], "level": key[2], "episode_seed": key[3], **result}
+                if study.add_episode(e):
+                    progress.driven(result)
+            study.save()
+            refill()
+            progress.show(running)
+    except KeyboardInterrupt:
+        executor.cancel()
+        study.save()
+        raise KeyboardInterrupt(f"{progress.summary()}; run the same command again to continue") from None
+    finally:
+        executor.close()
+        progress.close()
+    study.save()
+    return study.data
+
+
+def _expert_episode(job: tuple[str, bool, int, int]) -> dict[str, Any]:
+    expert, continuous, max_steps, seed = job
+    with _quiet_bars():
+        r = evaluate_expert(ExpertEvalConfig(expert=expert, continuous=continuous, episodes=1, seed_start=seed, workers=1, max_steps=max_steps))
+    d = r["episodes_detail"][0]
+    return {"return": d["episode_return"], "length": d["length"], "lap_finished": d["lap_finished"], "tiles": d["tiles_visited"], "step_ms_p50": None}
+
+
+def _check_not_trained_on(cfg: StudyConfig, run: dict[str, Any]) -> None:
+    info = describe_run(str(cfg.run_dir(run["key"])), "best")
+    clash = sorted(set(cfg.eval_seeds()) & set(info.training_seeds))
+    if clash:
+        raise ConfigError(f"held-out seeds {clash[:3]}... include training episodes of {run['key']}")
+
+
+class _Progress:
+    """Which runs are done and running, episodes driven, and an ETA from the times measured so far."""
+
+    def __init__(self, study: StudyFile, total_runs: int, total_eps: int, capacity: int, quiet: bool) -> None:
+        self.study, self.total_runs, self.total_eps = study, total_runs, total_eps
+        self.capacity = max(1, min(capacity, 64))
+        self.train_times: list[float] = []
+        self.started = time.monotonic()
+        self.eps_at_start = len(study.data["episodes"])
+        self.bar = tqdm(total=total_eps, initial=min(total_eps, self.eps_at_start), desc="study episodes", unit="ep", dynamic_ncols=True, disable=quiet)
+
+    def trained(self, seconds: float) -> None:
+        self.train_times.append(seconds)
+
+    def driven(self, result: dict[str, Any]) -> None:
+        self.bar.update(1)
+
+    def runs_done(self) -> int:
+        return sum(1 for r in self.study.data["runs"].values() if r.get("done"))
+
+    def eta_minutes(self) -> float | None:
+        eps_done = len(self.study.data["episodes"]) - self.eps_at_start
+        elapsed = time.monotonic() - self.started
+        runs_left = self.total_runs - self.runs_done()
+        if runs_left and not self.train_times:
+            return None
+        per_run = float(np.mean(self.train_times)) if self.train_times else 0.0
+        train_part = sum(self.train_times)
+        per_ep = max(0.0, elapsed * self.capacity - train_part) / eps_done if eps_done else 10.0
+        left = runs_left * per_run + (self.total_eps - len(self.study.data["episodes"])) * per_ep
+        return left / self.capacity / 60
+
+    def summary(self) -> str:
+        return f"runs trained {self.runs_done()}/{self.total_runs}, episodes {len(self.study.data['episodes'])}/{self.total_eps}"
+
+    def show(self, running: dict[Any, str]) -> None:
+        training = sorted(v for v in running.values() if v != "episodes")
+        eta = self.eta_minutes()
+        self.bar.set_postfix_str(
+            f"{self.summary()}; training: {', '.join(training) or '-'}; ETA {'?' if eta is None else f'{eta:.0f} min'}", refresh=True
+        )
+
+    def close(self) -> None:
+        self.bar.close()

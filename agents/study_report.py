@@ -1,0 +1,313 @@
+"""A study's report, rebuilt from its study.json alone: the aggregates of Agarwal et al. 2021 as
+`rliable` computes them, a Markdown report, its numbers as JSON, and the plots.
+
+Scores are returns, one matrix per group (a head, or variant/head) and level: training runs x
+held-out episodes. Intervals are 95 % stratified bootstrap intervals that resample the training
+runs and the held-out episodes (rliable's `task_bootstrap=True`): the episodes are a sample of
+tracks, not a fixed benchmark, so both sources of variation are in the interval. A group with one
+run has no interval over runs; the report says so rather than print a zero-width one.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nac.checkpoint import write_json
+from nac.config import ConfigError
+
+CLEAN = "none"
+REFERENCE_HEAD = "nac"  # probability of improvement is stated for this head against the others
+EXPERT = "expert"
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    f = p / "study.json" if p.is_dir() else p
+    if not f.is_file():
+        raise FileNotFoundError(f"{f} not found: give a study folder (nacdrive study --out DIR) or its study.json")
+    data = json.loads(f.read_text())
+    if not str(data.get("format", "")).startswith("nacdrive-study/"):
+        raise ConfigError(f"{f} is not a study file")
+    return data
+
+
+def group_name(e: dict[str, Any], variants: list[str]) -> str:
+    if e["head"] == EXPERT:
+        return EXPERT
+    return e["head"] if len(variants) <= 1 else f"{e['variant']}/{e['head']}"
+
+
+def score_matrices(study: dict[str, Any], level: str) -> dict[str, dict[str, Any]]:
+    """{group: {"scores": (runs, episodes) returns, "runs": [run keys], "seeds": [episode seeds],
+    "laps": share finished}} over the episode seeds every run of the group has driven."""
+    variants = list(study["config"]["variants"])
+    by_group: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
+    for e in study["episodes"]:
+        if e["level"] == level:
+            by_group.setdefault(group_name(e, variants), {}).setdefault(e["run"], {})[e["episode_seed"]] = e
+    out = {}
+    for g, runs in by_group.items():
+        common = sorted(set.intersection(*(set(r) for r in runs.values())))
+        if not common:
+            continue
+        keys = sorted(runs)
+        scores = np.array([[runs[k][s]["return"] for s in common] for k in keys], dtype=np.float64)
+        laps = float(np.mean([[runs[k][s]["lap_finished"] for s in common] for k in keys]))
+        out[g] = {"scores": scores, "runs": keys, "seeds": common, "laps": laps}
+    return out
+
+
+def _rly():  # rliable imports seaborn and arch: only when a report is made
+    from rliable import library as rly
+    from rliable import metrics
+
+    return rly, metrics
+
+
+def aggregates(scores: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """IQM and mean with 95 % stratified bootstrap intervals (rliable), per group."""
+    rly, metrics = _rly()
+
+    def both(s: np.ndarray) -> np.ndarray:
+        return np.array([metrics.aggregate_iqm(s), metrics.aggregate_mean(s)])
+
+    multi = {g: s for g, s in scores.items() if s.shape[0] > 1}
+    cis: dict[str, np.ndarray] = {}
+    if multi:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # arch: RandomState is deprecated
+            _, cis = rly.get_interval_estimates(multi, both, reps=reps, random_state=np.random.RandomState(seed), task_bootstrap=True)
+    out = {}
+    for g, s in scores.items():
+        iqm, mean = both(s)
+        ci = cis.get(g)
+        out[g] = {
+            "runs": int(s.shape[0]), "episodes": int(s.shape[1]),
+            "iqm": float(iqm), "iqm_ci": None if ci is None else [float(ci[0, 0]), float(ci[1, 0])],
+            "mean": float(mean), "mean_ci": None if ci is None else [float(ci[0, 1]), float(ci[1, 1])],
+            "run_means": [float(x) for x in s.mean(axis=1)],
+            "worst_run_mean": float(s.mean(axis=1).min()),
+            "min_episode": float(s.min()),
+        }
+    return out
+
+
+def probability_of_improvement(x: np.ndarray, y: np.ndarray, reps: int = 500, seed: int = 0) -> dict[str, Any]:
+    """P(X > Y) (rliable: the Mann-Whitney statistic per episode seed, averaged) with its 95 %
+    stratified bootstrap interval. x, y: (runs, episodes) on the same episode seeds."""
+    rly, metrics = _rly()
+    point = float(metrics.probability_of_improvement(x, y))
+    if min(x.shape[0], y.shape[0]) < 2:
+        return {"p": point, "ci": None}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        _, ci = rly.get_interval_estimates({"x,y": (x, y)}, metrics.probability_of_improvement, reps=reps, random_state=np.random.RandomState(seed))
+    lo, hi = np.asarray(ci["x,y"]).ravel()
+    return {"p": point, "ci": [float(lo), float(hi)]}
+
+
+def performance_profiles(scores: dict[str, np.ndarray], taus: np.ndarray, reps: int = 2000, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Share of episodes with return >= tau, per group, with 95 % bootstrap bands where a group has several runs."""
+    rly, _ = _rly()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        prof, cis = rly.create_performance_profile(scores, taus, reps=reps)
+    return {g: {"share": [float(v) for v in prof[g]], "ci": cis[g].tolist() if scores[g].shape[0] > 1 else None} for g in scores}
+
+
+def _pairs(groups: list[str], variants: list[str]) -> list[tuple[str, str]]:
+    """(X, Y) pairs to state: the reference head against every other head of the same variant,
+    and every variant of a head against the first variant of that head."""
+    def split(g: str) -> tuple[str, str]:
+        return (variants[0], g) if len(variants) <= 1 else tuple(g.split("/", 1))  # type: ignore[return-value]
+
+    learned = [g for g in groups if g != EXPERT]
+    pairs = []
+    for g in learned:
+        v, h = split(g)
+        if h == REFERENCE_HEAD:
+            pairs += [(g, o) for o in learned if o != g and split(o)[0] == v]
+    if len(variants) > 1:
+        for g in learned:
+            v, h = split(g)
+            base = f"{variants[0]}/{h}"
+            if v != variants[0] and base in learned:
+                pairs.append((g, base))
+    return pairs
+
+
+def _level_value(level: str) -> tuple[str, float]:
+    name, _, value = level.partition("=")
+    return name, float(value) if value else 0.0
+
+
+def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000) -> dict[str, Any]:
+    """Write report.md, report.json and the plots into `out` (default STUDY/report); returns the numbers."""
+    study = load(study_dir)
+    out = Path(out) if out is not None else (Path(study_dir) if Path(study_dir).is_dir() else Path(study_dir).parent) / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = study["config"]
+    variants = list(cfg["variants"])
+    levels = list(dict.fromkeys([CLEAN, *cfg["levels"]]))
+    result: dict[str, Any] = {"config": cfg, "reps": reps, "levels": {}, "improvement": {}}
+    taus = np.linspace(0.0, 1000.0, 101)
+    for level in levels:
+        mats = score_matrices(study, level)
+        if not mats:
+            continue
+        scores = {g: m["scores"] for g, m in mats.items()}
+        agg = aggregates(scores, reps)
+        for g in agg:
+            agg[g]["laps_finished"] = mats[g]["laps"]
+            agg[g]["run_keys"] = mats[g]["runs"]
+        learned = {g: s for g, s in scores.items() if g != EXPERT}
+        entry: dict[str, Any] = {"aggregates": agg}
+        if level == CLEAN and learned:
+            entry["profiles"] = {"taus": taus.tolist(), **performance_profiles(learned, taus, reps)}
+        pairs = {}
+        for x, y in _pairs(sorted(learned), variants):
+            common = sorted(set(mats[x]["seeds"]) & set(mats[y]["seeds"]))
+            if common:
+                xi = [mats[x]["seeds"].index(s) for s in common]
+                yi = [mats[y]["seeds"].index(s) for s in common]
+                pairs[f"{x} > {y}"] = probability_of_improvement(scores[x][:, xi], scores[y][:, yi], max(100, reps // 4))
+        entry["improvement"] = pairs
+        result["levels"][level] = entry
+    write_json(out / "report.json", result)
+    figures = _plots(result, out)
+    (out / "report.md").write_text(_markdown(study, result, figures))
+    return result
+
+
+def _fmt_ci(v: float, ci: list[float] | None) -> str:
+    return f"{v:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else f"{v:.1f} (one run)"
+
+
+def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str]) -> str:
+    cfg = study["config"]
+    n_done = sum(1 for r in study["runs"].values() if r.get("done"))
+    n_runs = len(cfg["heads"]) * cfg["seeds"] * len(cfg["variants"])
+    lines = [
+        "# Study report",
+        "",
+        f"Heads {', '.join(cfg['heads'])}; training seeds {cfg['first_seed']}..{cfg['first_seed'] + cfg['seeds'] - 1}; "
+        f"variants {', '.join(f'{k} {v or {}}' for k, v in cfg['variants'].items())}; {cfg['demos']} {cfg['expert']}-expert demonstrations "
+        f"({'continuous' if cfg['continuous'] else 'discrete'} actions); {cfg['episodes']} held-out episodes per run and level on seeds "
+        f"{cfg['seed_start']}..{cfg['seed_start'] + cfg['episodes'] - 1}. Runs trained: {n_done} of {n_runs}; episodes recorded: {len(study['episodes'])}.",
+        "",
+        "IQM = interquartile mean of all (run, episode) returns; intervals are 95 % stratified bootstrap intervals over training "
+        f"runs and held-out episodes ({result['reps']} resamples, rliable). Rebuilt from study.json alone by `nacdrive study --report DIR`.",
+        "",
+    ]
+    for level, entry in result["levels"].items():
+        lines += [f"## {'Clean' if level == CLEAN else 'Perturbation ' + level}", "",
+                  "| group | runs x episodes | IQM [95 % CI] | mean [95 % CI] | worst run's mean | run means | worst episode | laps finished |",
+                  "|---|---|---|---|---|---|---|---|"]
+        rows = sorted(entry["aggregates"].items(), key=lambda kv: (kv[0] == EXPERT, -kv[1]["iqm"]))
+        for g, a in rows:
+            lines.append(
+                f"| {g} | {a['runs']} x {a['episodes']} | {_fmt_ci(a['iqm'], a['iqm_ci'])} | {_fmt_ci(a['mean'], a['mean_ci'])} "
+                f"| {a['worst_run_mean']:.1f} | {', '.join(f'{m:.0f}' for m in a['run_means'])} | {a['min_episode']:.1f} | {a['laps_finished']:.0%} |"
+            )
+        if entry["improvement"]:
+            lines += ["", "| comparison | P(X > Y) [95 % CI] |", "|---|---|"]
+            for name, p in entry["improvement"].items():
+                ci = f" [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]" if p["ci"] else " (one run each: no interval)"
+                lines.append(f"| {name} | {p['p']:.2f}{ci} |")
+        lines.append("")
+    if figures:
+        lines += ["## Figures", ""] + [f"![{Path(f).stem}]({Path(f).name})" for f in figures] + [""]
+    return "\n".join(lines)
+
+
+def _plots(result: dict[str, Any], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    clean = result["levels"].get(CLEAN)
+    if clean:
+        agg = {g: a for g, a in clean["aggregates"].items()}
+        groups = sorted(agg, key=lambda g: (g == EXPERT, -agg[g]["iqm"]))
+        fig, axes = plt.subplots(1, 3, figsize=(15, 0.5 * len(groups) + 2.2))
+        for ax, metric in zip(axes[:2], ("iqm", "mean")):
+            for i, g in enumerate(groups):
+                a = agg[g]
+                ci = a[f"{metric}_ci"]
+                if ci:
+                    ax.plot(ci, [i, i], lw=6, alpha=0.5, color=f"C{i}")
+                ax.plot([a[metric]], [i], "|", ms=14, color="k")
+            ax.set_yticks(range(len(groups)), groups)
+            ax.set_xlabel(f"{metric.upper() if metric == 'iqm' else 'mean'} return (95 % CI)")
+            ax.grid(alpha=0.3, axis="x")
+        ax = axes[2]
+        for i, g in enumerate(groups):
+            ax.scatter(agg[g]["run_means"], [i] * len(agg[g]["run_means"]), color=f"C{i}")
+        ax.set_yticks(range(len(groups)), groups)
+        ax.set_xlabel("mean return of each training run")
+        ax.grid(alpha=0.3, axis="x")
+        fig.tight_layout()
+        files.append(_save(fig, out / "aggregates.png", plt))
+        if "profiles" in clean:
+            prof = clean["profiles"]
+            taus = np.asarray(prof["taus"])
+            fig, ax = plt.subplots(figsize=(6.5, 4))
+            for i, g in enumerate(sorted(k for k in prof if k != "taus")):
+                ax.plot(taus, prof[g]["share"], label=g, color=f"C{i}")
+                if prof[g]["ci"]:
+                    ax.fill_between(taus, prof[g]["ci"][0], prof[g]["ci"][1], alpha=0.2, color=f"C{i}")
+            ax.set_xlabel("return tau")
+            ax.set_ylabel("share of episodes with return >= tau")
+            ax.set_xlim(max(0.0, float(taus[0])), float(taus[-1]))
+            ax.legend(fontsize=8)
+            ax.grid(alpha=0.3)
+            fig.tight_layout()
+            files.append(_save(fig, out / "profiles.png", plt))
+    pairs = [(lvl, k, p) for lvl, e in result["levels"].items() for k, p in e["improvement"].items()]
+    if pairs:
+        fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(pairs) + 1.5))
+        for i, (lvl, k, p) in enumerate(pairs):
+            if p["ci"]:
+                ax.plot(p["ci"], [i, i], lw=6, alpha=0.5, color="C0")
+            ax.plot([p["p"]], [i], "|", ms=14, color="k")
+        ax.axvline(0.5, color="grey", ls="--")
+        ax.set_yticks(range(len(pairs)), [k if lvl == CLEAN else f"{k} ({lvl})" for lvl, k, _ in pairs])
+        ax.set_xlabel("P(X > Y) (95 % CI)")
+        ax.set_xlim(0, 1)
+        fig.tight_layout()
+        files.append(_save(fig, out / "improvement.png", plt))
+    kinds = sorted({_level_value(lv)[0] for lv in result["levels"]} - {CLEAN})
+    if kinds:
+        fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.8), squeeze=False)
+        for ax, kind in zip(axes[0], kinds):
+            at = {lv: e for lv, e in result["levels"].items() if lv == CLEAN or _level_value(lv)[0] == kind}
+            groups = sorted({g for e in at.values() for g in e["aggregates"]} - {EXPERT})
+            for i, g in enumerate(groups):
+                pts = sorted((_level_value(lv)[1], e["aggregates"][g]) for lv, e in at.items() if g in e["aggregates"])
+                x = [p[0] for p in pts]
+                y = [p[1]["iqm"] for p in pts]
+                ax.plot(x, y, marker="o", label=g, color=f"C{i}")
+                lo = [p[1]["iqm_ci"][0] if p[1]["iqm_ci"] else p[1]["iqm"] for p in pts]
+                hi = [p[1]["iqm_ci"][1] if p[1]["iqm_ci"] else p[1]["iqm"] for p in pts]
+                ax.fill_between(x, lo, hi, alpha=0.2, color=f"C{i}")
+            ax.set_xlabel(f"{kind} level")
+            ax.set_ylabel("IQM return (95 % CI)")
+            ax.set_title(kind)
+            ax.grid(alpha=0.3)
+        axes[0][0].legend(fontsize=8)
+        fig.tight_layout()
+        files.append(_save(fig, out / "levels.png", plt))
+    return files
+
+
+def _save(fig: Any, path: Path, plt: Any) -> str:
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return str(path)

@@ -1,0 +1,24 @@
+"""The training tasks by name, and `train`: the one entry point that runs a TrainConfig.
+
+Each task's trainer builds its data and network and hands them to the shared loop
+(`agents.training.fit`); the loop imports no task, so dependencies run one way:
+tasks -> bc / udacity -> training.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from agents.bc import train_carracing
+from agents.training import TrainConfig
+from agents.udacity import train_udacity
+
+Trainer = Callable[[TrainConfig, bool, bool, bool], dict[str, Any]]
+
+TASKS: dict[str, Trainer] = {"carracing": train_carracing, "udacity": train_udacity}
+
+
+def train(cfg: TrainConfig, resume: bool = False, quiet: bool = False, restart_best: bool = False) -> dict[str, Any]:
+    """Train (or resume) a run of cfg.task; returns its metrics. restart_best: on resume, "best"
+    is chosen among the checkpoints from here on (DAgger rounds)."""
+    return TASKS[cfg.task](cfg, resume, quiet, restart_best)

@@ -1,0 +1,72 @@
+"""Files: checkpoints (weights in safetensors, everything else in JSON) and the one JSON writer.
+
+A checkpoint folder holds `config.json` (enough to rebuild the model) and `<name>.safetensors`.
+Loading one never executes code from it: no pickles anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from nac.config import ConfigError
+
+
+def write_json(path: str | Path, data: Any, sort_keys: bool = False) -> None:
+    """Write JSON atomically (a temporary file, then rename): readers never see half a file.
+
+    The one way this project writes a JSON file; the parent folder is created if missing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
+    os.replace(tmp, path)
+
+
+def save_checkpoint(directory: str | Path, config: dict[str, Any], state: dict[str, Tensor], name: str = "model") -> None:
+    """Write `config.json` and `<name>.safetensors` into directory (created if missing)."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    tensors = {key: value.detach().cpu().contiguous() for key, value in state.items()}
+    tmp = d / f".{name}.safetensors.tmp"
+    save_file(tensors, str(tmp))
+    tmp.replace(d / f"{name}.safetensors")
+    write_json(d / "config.json", config, sort_keys=True)
+
+
+def load_checkpoint(directory: str | Path, map_location: str = "cpu", name: str = "model") -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """(config, weights) of a checkpoint folder; a missing file or broken JSON is a clear error."""
+    d = Path(directory)
+    cfg_path, w_path = d / "config.json", d / f"{name}.safetensors"
+    for p in (cfg_path, w_path):
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} not found: a checkpoint folder holds config.json and {name}.safetensors")
+    try:
+        config = json.loads(cfg_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{cfg_path} is not valid JSON ({exc})") from None
+    return config, load_file(str(w_path), device=map_location)
+
+
+def load_state_strict(module: nn.Module, state: dict[str, Tensor], source: str | Path) -> None:
+    """Load weights, explaining a config / weights mismatch in one sentence."""
+    expected = module.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong = sorted(k for k in set(expected) & set(state) if expected[k].shape != state[k].shape)
+    if missing or unexpected or wrong:
+        parts = []
+        if missing:
+            parts.append(f"missing {missing[:3]}")
+        if unexpected:
+            parts.append(f"unexpected {unexpected[:3]}")
+        if wrong:
+            k = wrong[0]
+            parts.append(f"{k} has shape {tuple(state[k].shape)}, config needs {tuple(expected[k].shape)}")
+        raise ConfigError(f"weights in {source} do not match its config.json: " + "; ".join(parts))
+    module.load_state_dict(state)

@@ -1,0 +1,64 @@
+"""What the subcommands share: argument types whose errors say what is allowed, and the
+error type for a wrong command line. The subcommands import this, never `scripts.cli`, which
+imports them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Callable
+
+from nac.config import ConfigError
+
+
+class UserError(ConfigError):
+    """Something the user gave is wrong; the message says what is allowed."""
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type: a whole number >= minimum, with a message saying so."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def key_value(text: str) -> tuple[str, Any]:
+    """--nac topk=8 -> ("topk", 8); values are read as JSON when they parse, else as text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def add_ray_flag(p: argparse.ArgumentParser, what: str) -> None:
+    """--ray [ADDRESS]: run `what` as Ray tasks (needs `pip install nac-drive[cluster]`)."""
+    p.add_argument(
+        "--ray", nargs="?", const="local", metavar="ADDRESS",
+        help=f"run {what} as Ray tasks: on the cluster at ADDRESS (e.g. auto, ray://head:10001), or without ADDRESS on a "
+        "new local Ray instance; needs pip install 'nac-drive[cluster]' (default: local processes, see --workers)",
+    )

@@ -1,0 +1,119 @@
+"""The house rules that a reader relies on, checked on the source: dependencies run one way
+(scripts -> agents, sim_bridge -> datasets -> nac), no import circle between modules, and no
+private name (`_x`) imported from another module."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("nac", "datasets", "agents", "sim_bridge", "scripts")
+# Which of our packages each package may import (besides itself).
+ALLOWED = {
+    "nac": set(),
+    "datasets": {"nac"},
+    "agents": {"datasets", "nac"},
+    "sim_bridge": {"agents", "datasets", "nac"},
+    "scripts": {"agents", "sim_bridge", "datasets", "nac"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def our_modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+
+def imports(path: Path, modules: dict[str, Path]) -> list[tuple[str, list[str]]]:
+    """(imported module, names) for every import of ours in the file, at any depth."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names if a.name.split(".")[0] in PACKAGES]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] in PACKAGES:
+            names = [a.name for a in node.names]
+            # "from nac import layer" imports a module, "from nac import NAC" a name of nac/__init__
+            subs = [f"{node.module}.{n}" for n in names if f"{node.module}.{n}" in modules]
+            found += [(s, []) for s in subs]
+            rest = [n for n in names if f"{node.module}.{n}" not in modules]
+            if rest:
+                found.append((node.module, rest))
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = our_modules()
+    return {m: {target for target, _ in imports(p, modules) if target != m} for m, p in modules.items()}
+
+
+def test_packages_import_one_way():
+    bad = []
+    for m, targets in graph().items():
+        pkg = m.split(".")[0]
+        bad += [f"{m} -> {t}" for t in targets if t.split(".")[0] not in ALLOWED[pkg] | {pkg}]
+    assert not bad, bad
+
+
+def test_no_import_circle():
+    g = graph()
+    # Tarjan's strongly connected components: any component of two or more modules is a circle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in g.get(v, ()):
+            if w not in g:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    assert not circles, circles
+
+
+def test_no_private_name_crosses_a_module():
+    modules = our_modules()
+    bad = [
+        f"{m} imports {n} from {target}"
+        for m, p in modules.items()
+        for target, names in imports(p, modules)
+        for n in names
+        if n.startswith("_") and target != m
+    ]
+    assert not bad, bad
+
+
+def test_the_checker_sees_a_circle(tmp_path, monkeypatch):
+    """The graph builder must find imports inside functions too (a lazy import is still a circle)."""
+    src = "def f():\n    from agents.training import fit\n"
+    path = ROOT / "agents" / "training.py"
+    found = imports(path, our_modules()) + imports(_write(tmp_path, src), our_modules())
+    assert ("agents.training", ["fit"]) in found
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "x.py"
+    p.write_text(text)
+    return p
