@@ -19,7 +19,8 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from agents.policy import resolve_device
-from agents.training import TrainConfig, fit, init_distributed, prepare_run
+from agents.distributed import init_distributed
+from agents.training import TrainConfig, fit, prepare_run
 from datasets.demos import DataError, DemoSet, Episode
 from nac.checkpoint import write_json
 from datasets.windows import FrameStore, FrameWindows, jittered_back, kfold_by_episode, split_by_episode

@@ -161,18 +161,19 @@ class RayExecutor(Executor):
             raise ConfigError("--ray needs Ray: pip install 'nac-drive[cluster]' (or pip install ray)") from None
         self.ray = ray
         if not ray.is_initialized():
+            _check_reachable(address)
             kwargs = {"include_dashboard": False, "log_to_driver": False, **init}
-            ray.init(address=None if address == "local" else address, **kwargs)
+            try:
+                ray.init(address=None if address == "local" else address, **kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise ConfigError(f"cannot reach the Ray cluster at {address!r} ({exc}); start one with 'ray start --head' "
+                                  "and give its address, or --ray alone for a local instance") from None
         self.retries = retries
         self.running: dict[Any, Task] = {}
-        self._remote: dict[Callable, Any] = {}
+        self._call = ray.remote(_call)  # one remote function for every task: fn may be a partial, which ray.remote refuses
 
     def submit(self, task: Task) -> None:
-        fn = task.fn
-        remote = self._remote.get(fn)
-        if remote is None:
-            remote = self._remote[fn] = self.ray.remote(fn)
-        ref = remote.options(num_cpus=task.cpus, num_gpus=task.gpus, max_retries=self.retries).remote(task.arg)
+        ref = self._call.options(num_cpus=task.cpus, num_gpus=task.gpus, max_retries=self.retries).remote(task.fn, task.arg)
         self.running[ref] = task
 
     def pending(self) -> int:
@@ -193,6 +194,24 @@ class RayExecutor(Executor):
 
     def gpus_available(self) -> float:
         return float(self.ray.cluster_resources().get("GPU", 0.0))
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in seconds, not minutes: ray.init waits a long time for a head that is not there."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "local", "auto": Ray finds (or starts) the cluster itself
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach the Ray cluster at {address!r} ({exc}); start one with 'ray start --head' "
+                          "and give its address, or --ray alone for a local instance") from None
+
+
+def _call(fn: Callable[[Any], Any], arg: Any) -> Any:
+    return fn(arg)
 
 
 def make_executor(cfg: ExecutorConfig, tasks: int | None = None) -> Executor:

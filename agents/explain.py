@@ -25,7 +25,7 @@ from agents.bc import CLASSES, action_classes
 from agents.env import make_env
 from agents.experts import make_expert
 from agents.policy import DrivingPolicy
-from agents.video import saliency
+from agents.saliency import saliency
 from nac.checkpoint import write_json
 from nac.config import need
 
@@ -59,7 +59,15 @@ def _nac_step_details(policy: DrivingPolicy) -> dict[str, np.ndarray] | None:
     def mean(x: torch.Tensor) -> np.ndarray:
         return ((x[0, :, 0] * valid).sum(-1) / n).numpy()
 
-    return {"phi": mean(d.phi), "omega_tau": mean(d.omega_tau), "logits": mean(d.logits)}
+    def by_age(w: torch.Tensor) -> np.ndarray:  # (W,) mean over heads, index 0 = the newest frame
+        dense = torch.zeros(d.weights.shape[1], feats.shape[1]).scatter_add(-1, d.indices[0, :, 0], w[0, :, 0])
+        return dense.mean(0).flip(0).numpy()
+
+    soft = d.weights[0, :, 0]  # (H, K)
+    ratio = torch.where(d.valid[0, :, 0], soft, torch.nan)
+    spread = (ratio.nan_to_num(0).amax(-1) / ratio.nan_to_num(float("inf")).amin(-1)).numpy()  # (H,) max / min softmax per head
+    return {"phi": mean(d.phi), "omega_tau": mean(d.omega_tau), "logits": mean(d.logits),
+            "softmax_by_age": by_age(d.weights), "effective_by_age": by_age(d.effective), "softmax_spread": spread}
 
 
 def explain(cfg: ExplainConfig) -> dict[str, Any]:
@@ -104,6 +112,10 @@ def explain(cfg: ExplainConfig) -> dict[str, Any]:
             figures[f"{name}.png"] = _per_head_figure(stacked[name], cls, name, out / f"{name}.png")
         figures["omega_tau_by_action.png"], by_action = _by_action_figure(stacked["omega_tau"], cls, out / "omega_tau_by_action.png")
         summary["omega_tau_by_action"] = by_action
+        soft, eff = stacked["softmax_by_age"].mean(0), stacked["effective_by_age"].mean(0)
+        figures["attention_by_age.png"] = _weights_figure(soft, eff, out / "attention_by_age.png")
+        summary["attention_by_age"] = {"softmax": soft.round(4).tolist(), "effective": eff.round(4).tolist()}
+        summary["softmax_spread_median"] = float(np.median(stacked["softmax_spread"]))
     write_json(out / "explain.json", summary)
     (out / "explain.md").write_text(_markdown(summary, figures))
     return {**summary, "figures": [str(out / f) for f in figures]}
@@ -149,6 +161,24 @@ def _by_action_figure(omega: np.ndarray, cls: np.ndarray, path: Path) -> tuple[s
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path.name, {CLASSES[c]: table[:, j].round(4).tolist() for j, c in enumerate(present)}
+
+
+def _weights_figure(soft: np.ndarray, eff: np.ndarray, path: Path) -> str:
+    """The last query's weight on each frame of the window by age, mean over heads and steps:
+    the softmax alone and the effective weight (softmax x t_ij) the output uses."""
+    x = np.arange(len(soft))
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    ax.bar(x - 0.2, soft, 0.4, label="softmax of the ODE logits")
+    ax.bar(x + 0.2, eff, 0.4, label="effective weight: softmax x t_ij (what the output uses)")
+    ax.set_xticks(x, ["newest"] + [f"-{i}" for i in x[1:]])
+    ax.set_xlabel("frame of the window (steps before the newest)")
+    ax.set_ylabel("weight, mean over heads and steps")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
+    ax.set_title("What the last query weighs")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path.name
 
 
 def _saliency_figure(samples: list[tuple[int, np.ndarray, np.ndarray, Any]], path: Path) -> str:
@@ -213,6 +243,20 @@ def _markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
         ]
         for name, vals in by.items():
             lines.append(f"| {name} | {np.mean(vals):.3f} | {np.min(vals):.3f} | {np.max(vals):.3f} |")
+        ab = s["attention_by_age"]
+        lines += [
+            "",
+            "- `attention_by_age.png`: the last query's weight on each frame of its window (mean over heads and steps): "
+            "the softmax of the ODE logits, and the effective weight softmax x t_ij that multiplies each value in the output. "
+            "The ODE logits are bounded (0 <= a_ij <= phi t_ij < 1), so within one query the softmax weights differ by at "
+            f"most a factor of e; here the median ratio of a head's largest to smallest softmax weight is {s['softmax_spread_median']:.3f}. "
+            "What the output weighs is set by t_ij and by Top-K.",
+            "",
+            "| frame (newest first) | " + " | ".join(str(i) for i in range(len(ab["softmax"]))) + " |",
+            "|---|" + "---|" * len(ab["softmax"]),
+            "| softmax | " + " | ".join(f"{v:.3f}" for v in ab["softmax"]) + " |",
+            "| effective (softmax x t_ij) | " + " | ".join(f"{v:.3f}" for v in ab["effective"]) + " |",
+        ]
     else:
         lines.append(f"- no phi / omega_tau figures: the `{s['head']}` head is not a NAC head.")
     return "\n".join(lines) + "\n"

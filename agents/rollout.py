@@ -110,9 +110,10 @@ def parallel_map(
     are attached to the exception as `.partial`."""
     cfg = where if isinstance(where, ExecutorConfig) else ExecutorConfig(workers=where)
     done: list[Any] = []
+    ex = make_executor(cfg, len(items))  # before the bar: a cluster that cannot be reached fails here
     bar = tqdm(total=len(items), desc=desc, unit="ep", dynamic_ncols=True)
     try:
-        with make_executor(cfg, len(items)) as ex:
+        with ex:
             for i, item in enumerate(items):
                 ex.submit(Task(i, fn, item))
             for _, result in ex.results():

@@ -31,6 +31,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from agents.distributed import Dist, any_process, barrier
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
 
@@ -137,51 +138,6 @@ def _load_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer) -> dict[s
             state.setdefault(int(pid), {})[name] = v
     opt.load_state_dict({"state": state, "param_groups": counters["param_groups"]})
     return counters
-
-
-# ---------------------------------------------------------------------- distributed (torchrun)
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def init_distributed(device: torch.device) -> tuple[Dist, torch.device]:
-    """Under torchrun (WORLD_SIZE > 1): one process per GPU (or CPU process with gloo)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return Dist(), device
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    return Dist(dist.get_rank(), dist.get_world_size()), device
-
-
-def barrier(d: Dist) -> None:
-    if d.world > 1:
-        import torch.distributed as dist
-
-        dist.barrier()
-
-
-def any_process(d: Dist, flag: bool, device: torch.device) -> bool:
-    """True when any process says so (processes must stop at the same step under DDP)."""
-    if d.world <= 1:
-        return flag
-    import torch.distributed as dist
-
-    t = torch.tensor([float(flag)], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
-
 
 
 def prepare_run(cfg: TrainConfig, resume: bool) -> TrainConfig:

@@ -23,6 +23,7 @@ from PIL import Image, ImageDraw, ImageFont
 from agents.env import ACTIONS, FPS, car_state, make_env
 from agents.experts import make_expert
 from agents.policy import DrivingPolicy
+from agents.saliency import saliency
 
 SCALE = 4  # 96 px camera -> 384 px
 CAM = 96 * SCALE
@@ -33,34 +34,6 @@ HOLD_SECONDS = 2.0  # the final frame, with the final return, is held this long
 
 def _font(size: int) -> ImageFont.ImageFont:
     return ImageFont.load_default(size=size)
-
-
-def saliency(policy: DrivingPolicy, frame: np.ndarray, action: Any) -> np.ndarray:
-    """(96, 96) Grad-CAM map in [0, 1] of the chosen output w.r.t. the latest frame.
-
-    Only the latest frame's features are differentiated; the rest of the window is what the
-    head saw. Continuous policies explain the steering magnitude (the sign picks the direction).
-    """
-    from captum.attr import LayerAttribution, LayerGradCam  # captum, not a hand-written Grad-CAM
-
-    net = policy.net
-    feats, times = policy.window()
-    conv = [m for m in net.cnn if isinstance(m, torch.nn.Conv2d)][-1]
-    x = torch.as_tensor(np.ascontiguousarray(frame), device=policy.device).permute(2, 0, 1)[None].float() / 255.0
-
-    def forward(img: torch.Tensor) -> torch.Tensor:
-        window = torch.cat([feats[:, :-1].expand(img.shape[0], -1, -1), net.cnn(img)[:, None]], 1)
-        raw = net.decide(window, times.expand(img.shape[0], -1))
-        if policy.continuous:
-            return raw[:, :1] * torch.sign(raw[:, :1].detach())
-        return raw
-
-    target = 0 if policy.continuous else int(action)
-    with torch.enable_grad():
-        attr = LayerGradCam(forward, conv).attribute(x, target=target, relu_attributions=True)
-    heat = LayerAttribution.interpolate(attr, (96, 96), interpolate_mode="bilinear")[0, 0].detach().cpu().numpy()
-    top = heat.max()
-    return heat / top if top > 0 else heat
 
 
 @dataclass
@@ -138,9 +111,16 @@ def _action_bars(d: ImageDraw.ImageDraw, x: int, y: int, driver: Driver, action:
     return y
 
 
-def _attention_strip(tile: Image.Image, d: ImageDraw.ImageDraw, x: int, y: int, weights: np.ndarray, thumbs: list[np.ndarray]) -> int:
-    d.text((x, y), "attention of the last step", font=_font(12), fill=(200, 200, 200))
+def _attention_strip(tile: Image.Image, d: ImageDraw.ImageDraw, x: int, y: int, attention: np.ndarray, thumbs: list[np.ndarray]) -> int:
+    """attention (2, W): the effective weight of each frame (what the output multiplies its value
+    by: NAC's softmax x t_ij) and the softmax alone; bars and numbers show the effective weight."""
+    weights, soft = attention
+    same = np.allclose(weights, soft)
+    d.text((x, y), "attention weight of each frame" if same else "effective weight (softmax x t_ij)", font=_font(12), fill=(200, 200, 200))
     y += 16
+    if not same:
+        d.text((x, y), f"softmax alone: {soft.min():.2f}..{soft.max():.2f}", font=_font(10), fill=(160, 160, 160))
+        y += 14
     n = len(thumbs)
     size = min(48, (PANEL_W - 20) // max(1, n) - 2)
     top = max(float(np.max(weights)), 1e-6)  # bars relative to the largest weight; labels exact
@@ -198,9 +178,11 @@ def record(drivers: list[Driver], seed: int, writer: Any, max_steps: int) -> lis
                     heat = saliency(dr.policy, o, action)
                 if dr.policy.net.head.is_attention:
                     feats, times = dr.policy.window()
+                    head, t_head = dr.policy.net.head, dr.policy.net.head_time(times)
                     with torch.no_grad():
-                        w = dr.policy.net.head.last_step_attention(feats, dr.policy.net.head_time(times))
-                    attention = None if w is None else w[0].cpu().numpy()
+                        eff = head.last_step_attention(feats, t_head, effective=True)
+                        soft = head.last_step_attention(feats, t_head, effective=False)
+                    attention = None if eff is None else np.stack([eff[0].cpu().numpy(), soft[0].cpu().numpy()])
                     thumbs = _window_thumbs(dr.policy, frames[dr.name], firsts[dr.name])
             speed = car_state(dr.env).speed
             tile = overlay(dr, o, action, speed, heat, attention, thumbs)

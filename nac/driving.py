@@ -38,7 +38,7 @@ class DrivingNetConfig(ConfigDict):
     frame_size: int = 96  # frames are frame_size x frame_size x 3 uint8
     d_model: int = 64  # head width
     num_heads: int = 16  # attention heads (nac, mha)
-    nac: dict[str, Any] = field(default_factory=lambda: {"topk": 8, "mode": "exact"})  # NAC options
+    nac: dict[str, Any] = field(default_factory=dict)  # NAC options
     hidden: int = 64  # the dense layer after the head
     dropout: float = 0.2  # after each conv layer and the dense layer (training only)
     use_time: bool = True  # give heads that accept time (nac, ctrnn, cfc, ltc) each frame's time

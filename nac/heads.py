@@ -139,9 +139,11 @@ class SequenceHead(nn.Module):
         tail = self._sequence(xs, tw, None)[:, -1].reshape(b, t - w + 1, -1)
         return torch.cat([head, tail], 1)
 
-    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None) -> Tensor | None:
+    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None, effective: bool = True) -> Tensor | None:
         """(B, T) how much the last step attends to each step of x (mean over heads), or None
-        for heads that do not attend (recurrent heads)."""
+        for heads that do not attend (recurrent heads). effective: the weight the output gives
+        each step's value (NAC: softmax x t_ij, which need not sum to 1); else the softmax alone.
+        For plain attention the two are the same."""
         return None
 
     # Generic streaming: keep the inputs of the visible past and rerun forward on them.
@@ -185,10 +187,9 @@ class _Readout(SequenceHead):
 
 # ---------------------------------------------------------------------- NAC and ablations
 @register("nac")
-@register("nac-pw", selection="pairwise")
-@register("nac-fc", gates="dense")
 class NACHead(_Readout):
-    """The NAC layer (nac/layer.py); nac-pw uses every key, nac-fc dense gates."""
+    """The NAC layer (nac/layer.py) and its ablations: nac-pw uses every key, nac-fc dense gates,
+    nac-XXsfc randomly sparse gates, nac-phi-* another phi activation, nac-const no ODE logits."""
 
     accepts_time = True
     is_attention = True
@@ -202,10 +203,11 @@ class NACHead(_Readout):
         y = self.readout(self.nac(x, timestamps, key_padding_mask, return_sequences=sequences))
         return y if sequences else y[:, None]
 
-    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None) -> Tensor | None:
+    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None, effective: bool = True) -> Tensor | None:
         _, details = self.nac(x, timestamps if self.accepts_time else None, return_details=True, return_sequences=False)
-        b, h = details.weights.shape[:2]
-        dense = x.new_zeros(b, h, x.shape[1]).scatter_add(-1, details.indices[:, :, 0], details.weights[:, :, 0])
+        w = details.effective if effective else details.weights  # (B, H, 1, K)
+        b, h = w.shape[:2]
+        dense = x.new_zeros(b, h, x.shape[1]).scatter_add(-1, details.indices[:, :, 0], w[:, :, 0])
         return dense.mean(1)  # (B, T)
 
     def init_state(self, batch_size: int = 1) -> Any:
@@ -214,6 +216,27 @@ class NACHead(_Readout):
     def step(self, x_t: Tensor, state: Any, timestamp: Tensor | None = None) -> tuple[Tensor, Any]:
         y, state = self.nac.step(x_t, state, timestamp)
         return self.readout(y), state
+
+
+# The paper's ablations (Appendix D.2) and the no-ODE ablation, as configurations of the one layer.
+NAC_VARIANTS: dict[str, dict[str, Any]] = {
+    "nac-pw": {"selection": "pairwise"},
+    "nac-fc": {"gates": "dense"},
+    "nac-2k": {"topk": 2},
+    "nac-32k": {"topk": 32},
+    "nac-02s": {"sparsity": 0.2},
+    "nac-09s": {"sparsity": 0.9},
+    "nac-09sfc": {"gates": "sparse", "sparsity": 0.9},
+    "nac-05sfc": {"gates": "sparse", "sparsity": 0.5},
+    "nac-02sfc": {"gates": "sparse", "sparsity": 0.2},
+    "nac-phi-none": {"phi_activation": "none"},
+    "nac-phi-tanh": {"phi_activation": "tanh"},
+    "nac-euler": {"mode": "euler"},
+    "nac-steady": {"mode": "steady"},
+    "nac-const": {"logits": "constant"},  # no ODE: a uniform softmax over the selected keys
+}
+for _name, _preset in NAC_VARIANTS.items():
+    register(_name, **_preset)(NACHead)
 
 
 # ---------------------------------------------------------------------- recurrent baselines
@@ -388,7 +411,7 @@ class MHAHead(_Readout):
         y, _ = self.mha(q, e, e, key_padding_mask=key_padding_mask, attn_mask=None if allowed is None else ~allowed, need_weights=False)
         return self.readout(y)
 
-    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None) -> Tensor | None:
+    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None, effective: bool = True) -> Tensor | None:
         e = self.embed(x)
         allowed = _attn_mask(x, self.config, 1)
         _, w = self.mha(e[:, -1:], e, e, attn_mask=None if allowed is None else ~allowed, need_weights=True)
@@ -415,7 +438,7 @@ class AttentionHead(_Readout):
             mask = keep if mask is None else mask[None] & keep
         return self.readout(F.scaled_dot_product_attention(q, self.k(x), self.v(x), attn_mask=mask))
 
-    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None) -> Tensor | None:
+    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None, effective: bool = True) -> Tensor | None:
         q, k = self.q(x[:, -1:]), self.k(x)  # (B, 1, d), (B, T, d)
         logits = (q @ k.transpose(1, 2))[:, 0] / k.shape[-1] ** 0.5  # (B, T)
         allowed = _attn_mask(x, self.config, 1)

@@ -23,11 +23,13 @@ from nac.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
 from nac.config import ConfigDict, ConfigError, need
 from nac.ode import MODES, solve
 from nac.selection import KeyRule, gather, topk_exact, topk_sqrt
-from nac.wiring import MAX_SPARSITY, MIN_SPARSITY, backbone_masks, sensory_mask
+from nac.wiring import MAX_SPARSITY, MIN_SPARSITY, backbone_masks, random_mask, sensory_mask
 
 SELECTIONS = ("topk", "pairwise", "sqrt")
 QUADRATURES = ("time", "dt")
-GATES = ("ncp", "dense")
+GATES = ("ncp", "dense", "sparse")
+PHI_ACTIVATIONS = ("sigmoid", "tanh", "none")
+LOGITS = ("ode", "constant")
 
 
 @dataclass
@@ -53,7 +55,10 @@ class NACConfig(ConfigDict):
     window: int | None = None  # with causal: only the last `window` keys (incl. its own step)
     quadrature: str = "time"  # w_ij = t_ij ("time", the paper's) or the constant dt ("dt")
     dt: float = 1.0  # the constant quadrature weight when quadrature == "dt"
-    gates: str = "ncp"  # "ncp" sparse wiring masks, or "dense" (the NAC-FC ablation)
+    gates: str = "ncp"  # "ncp" wiring masks; "dense" (the paper's NAC-FC) or "sparse": random masks at `sparsity` (NAC-09sFC ...)
+    phi_activation: str = "sigmoid"  # phi = sigmoid(.) (the paper's NAC); "tanh" or "none" allow negative logits (NAC-phi rows)
+    logits: str = "ode"  # "ode": a_ij from the ODE; "constant": every selected key gets the same logit (ablation: no ODE)
+    block_size: int | None = None  # selection "sqrt": keys per block; None: ceil(sqrt(T)) (the paper's); fixed: a stream sees the full pass's blocks
     backbone_units: int = 16  # AutoNCP units of the pair backbone (inter + command + motor)
     motor_neurons: int = 4  # motor neurons feeding the phi and omega_tau heads
     seed: int = 0  # wiring seed; projection p uses seed + p (q, k, v, backbone = 0, 1, 2, 3)
@@ -77,7 +82,10 @@ class NACConfig(ConfigDict):
             f"quadrature must be one of {', '.join(QUADRATURES)} (got {self.quadrature!r})",
         )
         need(self.gates in GATES, f"gates must be one of {', '.join(GATES)} (got {self.gates!r})")
-        if self.gates == "ncp":
+        need(self.phi_activation in PHI_ACTIVATIONS, f"phi_activation must be one of {', '.join(PHI_ACTIVATIONS)} (got {self.phi_activation!r})")
+        need(self.logits in LOGITS, f"logits must be one of {', '.join(LOGITS)} (got {self.logits!r})")
+        need(self.block_size is None or self.block_size >= 1, f"block_size must be >= 1 (got {self.block_size})")
+        if self.gates in ("ncp", "sparse"):
             need(
                 MIN_SPARSITY <= self.sparsity <= MAX_SPARSITY,
                 f"sparsity must be between {MIN_SPARSITY} and {MAX_SPARSITY} (got {self.sparsity})",
@@ -105,6 +113,7 @@ class NACDetails(NamedTuple):
     weights: Tensor  # softmax attention weights (0 for invalid keys)
     indices: Tensor  # key index of each selected pair (long)
     valid: Tensor  # bool: the pair is a real, allowed key
+    effective: Tensor  # the weight the output gives each key: softmax x quadrature weight (t_ij or dt)
     phi: Tensor  # content-target gate
     omega_tau: Tensor  # time-constant gate
     t: Tensor  # the time vector t_ij (also the quadrature weight when quadrature == "time")
@@ -185,6 +194,8 @@ class NAC(nn.Module):
         def sens(n_in: int, n_out: int, offset: int) -> Tensor:
             if cfg.gates == "dense":
                 return torch.ones(n_in, n_out)
+            if cfg.gates == "sparse":
+                return torch.from_numpy(random_mask(n_in, n_out, cfg.sparsity, cfg.seed + offset))
             return torch.from_numpy(sensory_mask(n_in, n_out, cfg.sparsity, cfg.seed + offset))
 
         # Sensory gates (Eq. 13): sparse projections of the input to q, k, v.
@@ -193,10 +204,14 @@ class NAC(nn.Module):
         self.v_proj = _MaskedLinear(sens(d_in, cfg.d_model, 2))
 
         # Backbone (Eq. 14) on the pair [q_i, k_j] (2 * head_dim inputs).
-        if cfg.gates == "dense":
+        if cfg.gates in ("dense", "sparse"):  # an MLP of the NCP's layer sizes, fully or randomly connected
             n_inter = cfg.backbone_units - n_motor - max(int(0.4 * (cfg.backbone_units - n_motor)), 1)
             n_cmd = cfg.backbone_units - n_motor - n_inter
-            m_si, m_ic, m_cm = torch.ones(2 * hd, n_inter), torch.ones(n_inter, n_cmd), torch.ones(n_cmd, n_motor)
+            shapes = ((2 * hd, n_inter), (n_inter, n_cmd), (n_cmd, n_motor))
+            if cfg.gates == "dense":
+                m_si, m_ic, m_cm = (torch.ones(*sh) for sh in shapes)
+            else:
+                m_si, m_ic, m_cm = (torch.from_numpy(random_mask(*sh, cfg.sparsity, cfg.seed + 3 + i)) for i, sh in enumerate(shapes))
         else:
             bm = backbone_masks(2 * hd, cfg.backbone_units, n_motor, cfg.sparsity, cfg.seed + 3)
             m_si, m_ic, m_cm = (torch.from_numpy(m) for m in (bm.sensory_inter, bm.inter_command, bm.command_motor))
@@ -244,7 +259,7 @@ class NAC(nn.Module):
             return None, rule.mask(q.shape[0])
         if cfg.selection == "topk":
             return topk_exact(q, k, rule, cfg.topk)
-        return topk_sqrt(q, k, rule, cfg.topk)
+        return topk_sqrt(q, k, rule, cfg.topk, cfg.block_size)
 
     def _attend(
         self,
@@ -270,7 +285,7 @@ class NAC(nn.Module):
         h = torch.tanh(self.inter_command(h))
         h = torch.tanh(self.command_motor(h))
         g = self.gate_heads(h)  # (B, H, Tq, K, 2)
-        phi = torch.sigmoid(g[..., 0])
+        phi = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "none": lambda z: z}[cfg.phi_activation](g[..., 0])
         omega = F.softplus(g[..., 1]) + cfg.tau_epsilon
         # Time vector t_ij = sigmoid(a_t(p) * t + b_t(p)); t is the key's age t_i - t_j when
         # timestamps are given (invariant to a shift of the clock, which streaming needs),
@@ -281,17 +296,21 @@ class NAC(nn.Module):
             t_keys = gather(tk[:, None, :, None].expand(-1, cfg.num_heads, -1, 1), idx)[..., 0]
             t_in = tq[:, None, :, None] - t_keys  # (B, H, Tq|1, K)
         t_ij = torch.sigmoid(pre[..., n] * t_in + pre[..., n + 1])
-        logits = solve(phi, omega, t_ij, cfg.mode, cfg.euler_steps, cfg.delta_t)
+        if cfg.logits == "ode":
+            logits = solve(phi, omega, t_ij, cfg.mode, cfg.euler_steps, cfg.delta_t)
+        else:  # ablation: the same logit for every key, so the softmax is uniform over the selected keys
+            logits = torch.zeros_like(t_ij)
         logits = logits.masked_fill(~valid, float("-inf"))
         weights = torch.softmax(logits, dim=-1).masked_fill(~valid, 0.0)  # rows with no key -> 0
         weights = self.attn_dropout(weights)
         quad = t_ij if cfg.quadrature == "time" else cfg.dt
-        wv = (weights * quad).unsqueeze(-2)  # (B, H, Tq, 1, K)
+        effective = weights * quad  # (B, H, Tq, K): what each key's value is multiplied by
+        wv = effective.unsqueeze(-2)  # (B, H, Tq, 1, K)
         out = (wv @ gather(v, idx)).squeeze(-2)  # (B, H, Tq, hd)
         if idx is None:
             b, hh, tqn, tkn = weights.shape
             idx = torch.arange(tkn, device=q.device).expand(b, hh, tqn, tkn)
-        details = NACDetails(weights, idx, valid.expand_as(weights), phi, omega, t_ij, logits)
+        details = NACDetails(weights, idx, valid.expand_as(weights), effective.expand_as(weights), phi, omega, t_ij.expand_as(weights), logits)
         return out, details
 
     def _merge(self, out: Tensor) -> Tensor:  # (B, H, Tq, hd) -> (B, Tq, d_model)
@@ -336,7 +355,7 @@ class NAC(nn.Module):
 
     # Streaming: one new step at a time, past keys' projections cached (NAC.md section 5).
     def init_state(self, batch_size: int = 1) -> dict[str, Any]:
-        return {"k": None, "v": None, "uk": None, "t": None}
+        return {"k": None, "v": None, "uk": None, "t": None, "n": 0}
 
     def step(
         self, x_t: Tensor, state: dict[str, Any], timestamp: Tensor | None = None, return_details: bool = False
@@ -345,6 +364,11 @@ class NAC(nn.Module):
 
         Equals the last row of a causal forward over the steps seen so far (the last `window`
         of them when a window is set): the cached keys are exactly those the query may use.
+        Exactly so for selections topk and pairwise; for sqrt only with a fixed block_size and
+        no window (the blocks then are the full pass's, aligned to absolute positions). With
+        block_size None the partition follows the number of keys, so a stream, which has fewer
+        keys than a full pass, may select other keys; with a window, the full pass's first block
+        may reach outside the window, and its centroid differs from the stream's.
         """
         cfg = self.config
         q, k, v, uq, uk = self._project(x_t.unsqueeze(1))  # each (B, H, 1, .)
@@ -362,10 +386,12 @@ class NAC(nn.Module):
             "v": push(state["v"], v, 2),
             "uk": push(state["uk"], uk, 2),  # (B, H, L, n_inter + 2)
             "t": None if t_new is None else push(state["t"], t_new, 1),  # (B, L)
+            "n": state.get("n", 0) + 1,  # steps seen: the absolute position of this query is n - 1
         }
-        tk = state["k"].shape[2]
-        # The cache holds exactly the keys this query may use (its past within the window).
-        rule = KeyRule(torch.full((1,), tk - 1, device=x_t.device), torch.arange(tk, device=x_t.device))
+        tk, n = state["k"].shape[2], state["n"]
+        # The cache holds exactly the keys this query may use (its past within the window), at
+        # their absolute positions, so that sqrt's blocks line up with a full pass's.
+        rule = KeyRule(torch.full((1,), n - 1, device=x_t.device), torch.arange(n - tk, n, device=x_t.device), causal=True)
         out, details = self._attend(q, uq, state["k"], state["uk"], state["v"], t_new, state["t"], rule)
         y = self._merge(out)[:, 0]
         return (y, state, details) if return_details else (y, state)

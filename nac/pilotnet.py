@@ -31,7 +31,7 @@ class PilotNetConfig(ConfigDict):
     head: str = "nac"  # sequence head over the feature map's columns (nac.heads.head_names())
     d_model: int = 100
     num_heads: int = 20
-    nac: dict[str, Any] = field(default_factory=lambda: {"topk": 8, "mode": "exact"})
+    nac: dict[str, Any] = field(default_factory=dict)
     dropout: float = 0.2
 
     def __post_init__(self) -> None:

@@ -85,13 +85,15 @@ def topk_exact(q: Tensor, k: Tensor, rule: KeyRule, topk: int) -> tuple[Tensor, 
 
 
 @torch.no_grad()
-def topk_sqrt(q: Tensor, k: Tensor, rule: KeyRule, topk: int) -> tuple[Tensor, Tensor]:
+def topk_sqrt(q: Tensor, k: Tensor, rule: KeyRule, topk: int, block_size: int | None = None) -> tuple[Tensor, Tensor]:
     """Subquadratic top-K (paper, Algorithm 2): square-root block partition of the keys.
 
-    Keys split into ~sqrt(Tk) blocks; each query scores the block centroids, keeps the best
-    blocks until they hold at least K candidates plus one block of margin, scores those keys
-    exactly and takes the top K. The (Tq x Tk) score matrix is never built; queries are
-    processed in chunks so that memory grows linearly in T.
+    Keys split into blocks of ~sqrt(Tk) keys (or `block_size`); each query scores the block
+    centroids, keeps the best blocks until they hold at least K candidates plus one block of
+    margin, scores those keys exactly and takes the top K. The (Tq x Tk) score matrix is never
+    built; queries are processed in chunks so that memory grows linearly in T. Blocks are aligned
+    to the keys' absolute positions (rule.pos_k), so a stream's cache, whose first key may sit
+    anywhere, is cut where a full pass would cut it.
 
     With causal attention the query's own block is always a candidate and never scored by
     its centroid, which would average in future keys and let them decide what the query sees.
@@ -99,12 +101,13 @@ def topk_sqrt(q: Tensor, k: Tensor, rule: KeyRule, topk: int) -> tuple[Tensor, T
     b, h, tq, hd = q.shape
     tk = k.shape[2]
     kk = min(topk, tk)
-    bs = max(1, math.ceil(math.sqrt(tk)))  # block size adapts to T
-    nb = math.ceil(tk / bs)
+    bs = block_size or max(1, math.ceil(math.sqrt(tk)))  # None: the block size adapts to T
+    lead = int(rule.pos_k[0]) % bs  # empty slots before the first key, to align the blocks
+    nb = math.ceil((lead + tk) / bs)
     n_sel = min(nb, math.ceil(kk / bs) + 1)
-    pad = nb * bs - tk
-    k_pad = F.pad(k, (0, 0, 0, pad))  # (B, H, nb*bs, hd)
-    counts = F.pad(torch.ones(tk, device=k.device), (0, pad)).view(nb, bs).sum(1)
+    pad = nb * bs - tk - lead
+    k_pad = F.pad(k, (0, 0, lead, pad))  # (B, H, nb*bs, hd)
+    counts = F.pad(torch.ones(tk, device=k.device), (lead, pad)).view(nb, bs).sum(1)
     centroids = k_pad.view(b, h, nb, bs, hd).sum(3) / counts[:, None]  # (B, H, nb, hd)
     chunk = max(1, _SCORE_BUDGET // max(1, b * h * (n_sel * bs * hd + nb)))
     idx_parts, val_parts = [], []
@@ -112,7 +115,7 @@ def topk_sqrt(q: Tensor, k: Tensor, rule: KeyRule, topk: int) -> tuple[Tensor, T
     blk_ids = torch.arange(nb, device=k.device)
     for s in range(0, tq, chunk):
         qc = q[:, :, s : s + chunk]  # (B, H, c, hd)
-        okc = F.pad(rule.mask(b, s, s + chunk), (0, pad), value=False)  # (B, 1, c, nb*bs)
+        okc = F.pad(rule.mask(b, s, s + chunk), (lead, pad), value=False)  # (B, 1, c, nb*bs)
         c = qc.shape[2]
         block_ok = okc.view(b, 1, c, nb, bs).any(-1)  # (B, 1, c, nb)
         cs = qc @ centroids.transpose(-1, -2)  # (B, H, c, nb)
@@ -120,11 +123,11 @@ def topk_sqrt(q: Tensor, k: Tensor, rule: KeyRule, topk: int) -> tuple[Tensor, T
             cs = cs.masked_fill(~block_ok, float("-inf"))
             vals, blocks = cs.topk(n_sel, dim=-1)  # (B, H, c, n_sel)
         else:
-            own = (rule.pos_q[s : s + chunk] // bs).view(1, 1, c, 1)
+            own = ((rule.pos_q[s : s + chunk] - rule.pos_k[0] + lead) // bs).view(1, 1, c, 1)
             cs = cs.masked_fill(~block_ok | (blk_ids >= own), float("-inf"))
             vals, blocks = cs.topk(n_sel - 1, dim=-1)  # earlier blocks, then the own block
             blocks = torch.cat([blocks, own.expand(b, h, c, 1)], -1)
-            vals = torch.cat([vals, torch.zeros_like(vals[..., :1])], -1)
+            vals = torch.cat([vals, vals.new_zeros(*vals.shape[:-1], 1)], -1)
         cand = (blocks.unsqueeze(-1) * bs + offs).reshape(b, h, c, n_sel * bs)  # key ids
         scores = (gather(k_pad, cand) @ qc.unsqueeze(-1)).squeeze(-1)  # (B, H, c, n_sel*bs)
         cand_ok = torch.gather(okc.expand(b, h, c, nb * bs), 3, cand)
@@ -133,5 +136,5 @@ def topk_sqrt(q: Tensor, k: Tensor, rule: KeyRule, topk: int) -> tuple[Tensor, T
         top_vals, top_pos = scores.topk(kk, dim=-1)
         idx_parts.append(torch.gather(cand, 3, top_pos))
         val_parts.append(top_vals)
-    idx = torch.cat(idx_parts, 2).clamp(max=tk - 1)  # padded ids are invalid (-inf) anyway
+    idx = (torch.cat(idx_parts, 2) - lead).clamp(0, tk - 1)  # padded slots are invalid (-inf) anyway
     return idx, torch.isfinite(torch.cat(val_parts, 2))

@@ -75,3 +75,14 @@ def sensory_mask(n_in: int, n_out: int, sparsity: float, seed: int) -> np.ndarra
     wiring.build(n_in)
     inter, _, _ = _layers(wiring)
     return (wiring.sensory_adjacency_matrix[:, inter] != 0).astype(np.float32)
+
+
+def random_mask(n_in: int, n_out: int, sparsity: float, seed: int) -> np.ndarray:
+    """(n_in, n_out) mask of a sparse fully connected layer (the paper's NAC-sFC ablations): each
+    synapse is kept with probability 1 - sparsity, and every output keeps at least one input."""
+    _check_sparsity(sparsity)
+    rng = np.random.default_rng(seed)
+    mask = rng.random((n_in, n_out)) >= sparsity
+    empty = ~mask.any(0)
+    mask[rng.integers(0, n_in, int(empty.sum())), np.flatnonzero(empty)] = True
+    return mask.astype(np.float32)

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.task == "carracing":
         net["use_time"] = not args.no_time
     if args.nac:
-        net["nac"] = {"topk": 8, "mode": "exact", **dict(args.nac)}
+        net["nac"] = dict(args.nac)
     cfg = TrainConfig(
         data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter,
         epochs=args.epochs, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr, chunk=args.chunk,

@@ -9,12 +9,17 @@ every `telemetry` with exactly one `steer` (or `manual`), as ../shared/UDACITY_S
 - Throttle comes from a PI speed controller toward the target speed, lowered in sharp turns.
 - A status line shows frames per second, latency p50/p99 (telemetry in to steer out) and the
   bad-frame counts.
+- One drive per connection: each connected simulator has its own speed controller, last
+  steering, clock and policy state (a copy of the policy), so two clients at once never steer
+  each other. While recording, a second simulator is refused (one recording, one drive), with a
+  log line saying so; it is served once the first has disconnected.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import logging
 import math
 import sys
@@ -163,6 +168,16 @@ class BridgeConfig:
         need(0 < self.max_steer <= 1, f"max steer must be in (0, 1] (got {self.max_steer})")
 
 
+@dataclass
+class _Drive:
+    """What one connected simulator's drive keeps to itself."""
+
+    policy: Any  # its own copy: a head with temporal state must see only this drive's frames
+    controller: SpeedController
+    last_steer: float = 0.0
+    last_t: float | None = None
+
+
 class _SimulatorServer(socketio.Server):
     """python-socketio 5 server that also accepts the simulator's client.
 
@@ -200,27 +215,40 @@ class DriveBridge:
         patches.apply()
         policy.select_action(np.zeros(FRAME_SHAPE, np.uint8))  # warm-up: the first inference is slow
         self.policy, self.cfg, self.out = policy, cfg, out
-        self.controller = SpeedController(target=cfg.speed)
+        self.drives: dict[str, _Drive] = {}  # by Socket.IO sid
+        self.refused: set[str] = set()
         self.recorder = DriveRecorder(cfg.record) if cfg.record else None
         self.sio = _SimulatorServer(self._broken, async_mode="eventlet", logger=False, engineio_logger=False)
         self.app = socketio.WSGIApp(self.sio)
         self.latencies: deque[float] = deque(maxlen=2000)  # ms, the most recent replies
         self.bad: Counter[str] = Counter()
         self.frames = 0
-        self.last_steer = 0.0
-        self._last_t: float | None = None
         self.sio.on("connect", self._connect)
         self.sio.on("disconnect", self._disconnect)
         self.sio.on("telemetry", self._telemetry)
 
     # ------------------------------------------------------------------ events
-    def _connect(self, sid: str, environ: dict, auth: Any = None) -> None:
+    def _connect(self, sid: str, environ: dict, auth: Any = None) -> bool:
+        if self.recorder is not None and self.drives and sid not in self.drives:
+            if sid not in self.refused:  # the simulator's client retries on every telemetry: say it once
+                self.refused.add(sid)
+                print(f"\nrefused a second simulator ({sid}): recording one drive at a time; it is served once "
+                      f"{', '.join(self.drives)} disconnects", file=self.out, flush=True)
+            return False
+        self.refused.discard(sid)
+        self.drives[sid] = _Drive(copy.deepcopy(self.policy), SpeedController(target=self.cfg.speed))
         log.info("simulator connected (%s)", sid)
-        self.controller.integral = 0.0
-        self._last_t = None
+        return True
 
     def _disconnect(self, sid: str, reason: Any = None) -> None:
+        self.drives.pop(sid, None)
         log.info("simulator disconnected (%s)", sid)
+
+    def _drive(self, sid: str) -> _Drive:
+        drive = self.drives.get(sid)
+        if drive is None:  # an event that raced its connect
+            drive = self.drives[sid] = _Drive(copy.deepcopy(self.policy), SpeedController(target=self.cfg.speed))
+        return drive
 
     def _count(self, kind: str, detail: str) -> None:
         if self.bad[kind] == 0:  # each kind once; the status line keeps the counts
@@ -231,10 +259,12 @@ class DriveBridge:
         self.sio.emit("steer", {"steering_angle": f"{steer:.4f}", "throttle": f"{throttle:.4f}"}, to=sid)
 
     def _safe(self, sid: str) -> None:
-        """Hold the last steering, no throttle."""
-        self._reply(sid, self.last_steer, 0.0)
+        """Hold this drive's last steering, no throttle."""
+        self._reply(sid, self._drive(sid).last_steer, 0.0)
 
     def _broken(self, sid: str) -> None:
+        if sid in self.refused:
+            return
         self._count("broken JSON", "a packet that does not parse")
         self._safe(sid)
 
@@ -249,8 +279,9 @@ class DriveBridge:
         if tel is None:  # a person is driving
             self.sio.emit("manual", {}, to=sid)
             return
+        drive = self._drive(sid)
         try:
-            steer = float(np.clip(float(self.policy.select_action(tel.frame)), -self.cfg.max_steer, self.cfg.max_steer))
+            steer = float(np.clip(float(drive.policy.select_action(tel.frame)), -self.cfg.max_steer, self.cfg.max_steer))
             if not math.isfinite(steer):
                 raise ValueError("the model returned a non-finite steering")
         except Exception as exc:  # any model failure: the simulator must still get its reply
@@ -258,11 +289,11 @@ class DriveBridge:
             self._safe(sid)
             return
         now = time.monotonic()
-        dt = 0.05 if self._last_t is None else min(0.5, now - self._last_t)
-        self._last_t = now
-        throttle = self.controller.update(tel.speed, steer, dt)
+        dt = 0.05 if drive.last_t is None else min(0.5, now - drive.last_t)
+        drive.last_t = now
+        throttle = drive.controller.update(tel.speed, steer, dt)
         self._reply(sid, steer, throttle)
-        self.last_steer = steer
+        drive.last_steer = steer
         self.frames += 1
         self.latencies.append((time.perf_counter() - t0) * 1e3)
         if self.recorder is not None:

@@ -18,7 +18,7 @@ def _run(tmp_path, head):
 def test_nac_policies_get_gate_figures_saliency_and_actions(tmp_path):
     r = explain(ExplainConfig(run=_run(tmp_path, "nac"), out=str(tmp_path / "fig"), seed=5, max_steps=30, saliency_frames=3))
     names = sorted(p.split("/")[-1] for p in r["figures"])
-    assert names == ["actions.png", "logits.png", "omega_tau.png", "omega_tau_by_action.png", "phi.png", "saliency.png"]
+    assert names == ["actions.png", "attention_by_age.png", "logits.png", "omega_tau.png", "omega_tau_by_action.png", "phi.png", "saliency.png"]
     for p in r["figures"]:
         with Image.open(p) as im:
             assert im.size[0] > 200 and im.size[1] > 150
@@ -26,6 +26,10 @@ def test_nac_policies_get_gate_figures_saliency_and_actions(tmp_path):
     assert "omega_tau" in md and "| action |" in md
     summary = json.loads((tmp_path / "fig" / "explain.json").read_text())
     assert summary["steps"] == 30 and all(len(v) == 4 for v in summary["omega_tau_by_action"].values())
+    soft, eff = summary["attention_by_age"]["softmax"], summary["attention_by_age"]["effective"]
+    assert len(soft) == len(eff) == 3 and abs(sum(soft) - 1) < 1e-3  # the softmax over the window's 3 frames
+    assert all(0 < e < s for e, s in zip(eff, soft))  # softmax x t_ij, 0 < t_ij < 1
+    assert "effective weight" in md and summary["softmax_spread_median"] <= 3.0  # bounded logits: at most a factor of e
 
 
 def test_recurrent_policies_get_no_gate_figures(tmp_path):

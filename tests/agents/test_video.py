@@ -7,7 +7,8 @@ import torch
 
 from agents import video
 from agents.policy import DrivingPolicy
-from agents.video import CAM, HOLD_SECONDS, TILE_W, Driver, RecordConfig, overlay, record_video, saliency
+from agents.saliency import saliency
+from agents.video import CAM, HOLD_SECONDS, TILE_W, Driver, RecordConfig, overlay, record_video
 from nac import ConfigError
 from nac.driving import DrivingNet, DrivingNetConfig
 
@@ -54,8 +55,13 @@ def test_overlays_survive_a_short_window_a_black_frame_and_a_recurrent_head(tmp_
         weights = None
         if policy.net.head.is_attention:
             feats, times = policy.window()
-            weights = policy.net.head.last_step_attention(feats, policy.net.head_time(times))[0].detach().numpy()
-            assert weights.shape == (3,)
+            t_head = policy.net.head_time(times)
+            eff = policy.net.head.last_step_attention(feats, t_head)[0].detach().numpy()
+            soft = policy.net.head.last_step_attention(feats, t_head, effective=False)[0].detach().numpy()
+            assert eff.shape == soft.shape == (3,)
+            assert soft.sum() == pytest.approx(1.0, abs=1e-5)  # the softmax, averaged over heads
+            assert (eff <= soft + 1e-6).all() and eff.sum() < 1.0  # effective = softmax x t_ij, t_ij < 1
+            weights = np.stack([eff, soft])
         else:
             assert policy.net.head.last_step_attention(*policy.window()) is None  # no attention strip
         tile = overlay(Driver(head, policy, None), black, action, 0.0, heat, weights, [black] * 3 if weights is not None else None)

@@ -7,11 +7,12 @@ from nac import ConfigError
 from nac.heads import HeadConfig, build_head, head_names
 
 ALL = head_names()
-TIMED = {"nac", "nac-pw", "nac-fc", "cfc", "ltc", "ctrnn"}
+NAC_ABLATIONS = {"nac-2k", "nac-32k", "nac-02s", "nac-09s", "nac-09sfc", "nac-05sfc", "nac-02sfc", "nac-phi-none", "nac-phi-tanh", "nac-euler", "nac-steady", "nac-const"}
+TIMED = {n for n in ALL if n.startswith("nac")} | {"cfc", "ltc", "ctrnn"}
 
 
 def test_the_registry_holds_every_head_the_paper_compares():
-    assert set(ALL) == {"nac", "nac-pw", "nac-fc", "rnn", "lstm", "gru", "ctrnn", "cfc", "ltc", "mha", "attention"}
+    assert set(ALL) == {"nac", "nac-pw", "nac-fc", "rnn", "lstm", "gru", "ctrnn", "cfc", "ltc", "mha", "attention"} | NAC_ABLATIONS
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -24,7 +25,7 @@ def test_one_interface_last_step_and_sequences(name):
     with torch.no_grad():
         y_last, y_seq = last(x), seq(x)
     assert y_last.shape == (3, 5) and y_seq.shape == (3, 6, 5)
-    if name not in ("mha", "attention", "nac", "nac-pw", "nac-fc"):
+    if not (name in ("mha", "attention") or name.startswith("nac")):
         return  # non-causal attention: the last row of a full pass differs from nothing here
     assert torch.allclose(y_last, y_seq[:, -1], atol=1e-5)
 
@@ -133,11 +134,17 @@ def test_bad_head_configs_say_what_is_allowed(options, message):
 def test_attention_heads_say_where_the_last_step_looks(name):
     head = build_head(name, input_dim=10, d_model=16, num_heads=4, causal=True, window=3).eval()
     x = torch.randn(2, 6, 10)
+    ts = torch.cumsum(torch.rand(2, 6) + 0.1, 1)
     with torch.no_grad():
-        w = head.last_step_attention(x, torch.cumsum(torch.rand(2, 6) + 0.1, 1))
+        w = head.last_step_attention(x, ts, effective=False)
+        eff = head.last_step_attention(x, ts)
     if not head.is_attention:
-        assert w is None
+        assert w is None and eff is None
         return
-    assert w.shape == (2, 6)
-    assert torch.allclose(w.sum(-1), torch.ones(2), atol=1e-5)
+    assert w.shape == eff.shape == (2, 6)
+    assert torch.allclose(w.sum(-1), torch.ones(2), atol=1e-5)  # the softmax
     assert (w[:, :3] == 0).all() and (w >= 0).all()  # only the last 3 steps are in the window
+    if name.startswith("nac"):  # what the output uses: softmax x t_ij, with 0 < t_ij < 1
+        assert (eff[:, :3] == 0).all() and (eff <= w + 1e-7).all() and (eff.sum(-1) < 1).all()
+    else:
+        assert torch.allclose(eff, w)

@@ -232,3 +232,147 @@ def test_inference_reuses_the_masked_weight_until_the_weight_changes():
         after = layer(x)
     assert not torch.allclose(after, before)
     assert torch.allclose(after, layer(x))  # with autograd: the product is made afresh
+
+
+# ---------------------------------------------------------------------- the paper's properties, pinned
+def _trained_like(layer: NAC, seed: int = 1) -> NAC:
+    """Spread the gate heads' weights so that phi and omega_tau vary as in a trained layer."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.5)
+    return layer.eval()
+
+
+@pytest.mark.parametrize("selection", ["topk", "pairwise"])
+def test_the_output_is_the_papers_sum_written_out(selection):
+    """y_i = out_proj(concat_h sum_j softmax_j(a_ij) t_ij v_j), from the details alone."""
+    layer = _trained_like(NAC(16, 4, input_dim=16, topk=5, selection=selection, return_sequences=True))
+    x, ts = _x(), torch.cumsum(torch.rand(2, 12) + 0.1, 1)
+    with torch.no_grad():
+        y, d = layer(x, ts, return_details=True)
+        _, _, v, _, _ = layer._project(x)  # (B, H, T, hd)
+        b, h, tq, k = d.weights.shape
+        v_sel = torch.gather(v.unsqueeze(2).expand(b, h, tq, -1, v.shape[-1]), 3, d.indices.unsqueeze(-1).expand(-1, -1, -1, -1, v.shape[-1]))
+        heads = (torch.softmax(d.logits, -1).nan_to_num(0) * d.t).unsqueeze(-1).mul(v_sel).sum(3)  # (B, H, T, hd)
+        by_hand = layer.out_proj(heads.transpose(1, 2).reshape(b, tq, -1))
+    assert torch.allclose(y, by_hand, atol=1e-5)
+    assert torch.allclose(d.effective, d.weights * d.t, atol=1e-7)
+    assert (d.effective.sum(-1) < 1).all()  # the quadrature weights t_ij < 1 shrink the sum below one
+
+
+def test_quadrature_dt_multiplies_by_the_constant_and_time_uses_t_ij():
+    base = _trained_like(NAC(16, 4, input_dim=16, quadrature="dt", dt=1.0))
+    double = NAC(16, 4, input_dim=16, quadrature="dt", dt=2.0).eval()
+    timed = NAC(16, 4, input_dim=16, quadrature="time").eval()
+    for other in (double, timed):
+        other.load_state_dict(base.state_dict())
+    x, bias = _x(), base.out_proj.bias
+    with torch.no_grad():
+        y1, y2, yt = base(x), double(x), timed(x)
+        _, d1 = base(x, return_details=True)
+    assert torch.allclose(y2 - bias, 2 * (y1 - bias), atol=1e-5)  # the output is linear in dt
+    assert torch.allclose(d1.effective, d1.weights, atol=1e-7)  # dt = 1: the softmax itself
+    assert not torch.allclose(yt, y1, atol=1e-3)
+
+
+def test_tau_epsilon_shifts_omega_tau_and_moves_the_logits():
+    a = _trained_like(NAC(16, 4, input_dim=16, tau_epsilon=1e-5, return_sequences=True))
+    b = NAC(16, 4, input_dim=16, tau_epsilon=0.5, return_sequences=True).eval()
+    b.load_state_dict(a.state_dict())
+    with torch.no_grad():
+        _, da = a(_x(), return_details=True)
+        _, db = b(_x(), return_details=True)
+    assert torch.allclose(db.omega_tau - da.omega_tau, torch.full_like(da.omega_tau, 0.5 - 1e-5), atol=1e-6)
+    assert torch.allclose(db.phi, da.phi) and (db.logits[db.valid] < da.logits[da.valid]).all()  # a larger rate, a smaller state
+
+
+def test_gate_masks_are_autoncps_sensory_to_inter_synapses_for_the_recorded_seed():
+    from ncps.wirings import AutoNCP
+
+    layer = NAC(64, 4, input_dim=30, sparsity=0.5, seed=7)
+    for offset, proj in enumerate((layer.q_proj, layer.k_proj, layer.v_proj)):
+        units = 64 + 3
+        while len(list(AutoNCP(units, 1, sparsity_level=0.5, seed=7 + offset).get_neurons_of_layer(0))) < 64:
+            units += 1
+        w = AutoNCP(units, 1, sparsity_level=0.5, seed=7 + offset)
+        w.build(30)
+        inter = list(w.get_neurons_of_layer(0))
+        expected = torch.from_numpy((w.sensory_adjacency_matrix[:, inter] != 0).astype("float32"))
+        assert torch.equal(proj.mask.t(), expected)
+
+
+def test_masked_out_weights_have_no_effect_on_the_output():
+    layer = _trained_like(NAC(16, 4, input_dim=16, sparsity=0.5))
+    x = _x()
+    with torch.no_grad():
+        ref = layer(x)
+        for m in (layer.q_proj, layer.inter_command):
+            off = m.mask == 0
+            assert off.any()
+            m.weight[off.expand_as(m.weight)] += 100.0
+        assert torch.allclose(layer(x), ref, atol=1e-6)
+        on = layer.q_proj.mask == 1
+        layer.q_proj.weight[on] += 1.0
+        assert not torch.allclose(layer(x), ref, atol=1e-3)
+
+
+def test_phi_and_omega_tau_vary_across_the_keys_of_one_query_in_every_head():
+    layer = _trained_like(NAC(16, 4, input_dim=16, selection="pairwise", return_sequences=True))
+    with torch.no_grad():
+        _, d = layer(_x(), return_details=True)
+    for gate in (d.phi, d.omega_tau):
+        per_query = gate.std(dim=-1)  # (B, H, Tq): spread over the keys of one query, head by head
+        assert (per_query > 1e-4).all()
+
+
+def test_euler_logits_stay_within_zero_and_phi_t_at_the_layer_level():
+    layer = _trained_like(NAC(16, 4, input_dim=16, mode="euler", return_sequences=True))
+    with torch.no_grad():
+        layer.gate_heads.bias[:, 1] += 15.0  # omega_tau about 15: the default step t/6 would overshoot
+        _, d = layer(_x(), torch.cumsum(torch.rand(2, 12) * 3, 1), return_details=True)
+    ok = d.valid
+    assert (d.omega_tau[ok] * d.t[ok] / 6 > 1).any()  # the case the bound is about does occur
+    assert (d.logits[ok] >= 0).all() and (d.logits[ok] <= d.phi[ok] * d.t[ok] * (1 + 1e-6)).all()
+
+
+@pytest.mark.parametrize("block_size", [3, 4])
+def test_sqrt_with_a_fixed_block_size_streams_like_the_full_pass(block_size):
+    layer = NAC(16, 4, input_dim=16, selection="sqrt", topk=3, block_size=block_size, causal=True, return_sequences=True).eval()
+    x = _x(t=17)
+    with torch.no_grad():
+        full = layer(x)
+        prefix = layer(x[:, :9])
+        state, outs = layer.init_state(2), []
+        for i in range(17):
+            y, state = layer.step(x[:, i], state)
+            outs.append(y)
+    assert torch.allclose(prefix, full[:, :9], atol=1e-5)  # a prefix sees the same blocks
+    assert torch.allclose(torch.stack(outs, 1), full, atol=1e-5)
+
+
+def test_the_papers_ablations_are_configurations_of_the_one_layer():
+    from nac.heads import build_head
+
+    def nac_of(name):
+        return build_head(name, input_dim=16, d_model=16, num_heads=4).nac
+
+    for name, sparsity in (("nac-09sfc", 0.9), ("nac-05sfc", 0.5), ("nac-02sfc", 0.2)):
+        layer = nac_of(name)
+        assert layer.config.gates == "sparse"
+        density = torch.cat([layer.q_proj.mask.flatten(), layer.k_proj.mask.flatten(), layer.v_proj.mask.flatten()]).mean()
+        assert abs(density - (1 - sparsity)) < 0.1
+    assert nac_of("nac-fc").q_proj.mask.mean() == 1.0
+    x = _x()
+    for name, act in (("nac-phi-none", "none"), ("nac-phi-tanh", "tanh")):
+        layer = _trained_like(nac_of(name))
+        assert layer.config.phi_activation == act
+        with torch.no_grad():
+            _, d = layer(x, return_details=True)
+        assert (d.phi < 0).any()  # negative logits are possible, unlike sigmoid's phi
+    const = _trained_like(nac_of("nac-const"))
+    with torch.no_grad():
+        _, d = const(x, return_details=True)
+    w = d.weights[d.valid].view(-1, d.valid.sum(-1).max())
+    assert torch.allclose(w, w[:, :1].expand_as(w))  # uniform over the selected keys
+    assert nac_of("nac-2k").config.topk == 2 and nac_of("nac-euler").config.mode == "euler"

@@ -45,9 +45,32 @@ def test_exact_state_stays_within_zero_and_phi_over_omega_without_overshoot():
     assert (states.diff(dim=0) >= -1e-15).all()  # monotone towards the equilibrium
 
 
-def test_euler_is_unstable_beyond_step_times_omega_of_two():
-    phi, omega = torch.tensor([0.5], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64)
-    stable = solve(phi, omega, None, "euler", euler_steps=200, euler_step_size=1.9)
-    unstable = solve(phi, omega, None, "euler", euler_steps=200, euler_step_size=2.1)
-    assert abs(stable.item() - 0.5) < 1e-2
-    assert abs(unstable.item()) > 1e3
+def _euler_loop(phi, omega, h, n):
+    a = torch.zeros_like(phi)
+    for _ in range(n):
+        a = a + h * (phi - omega * a)
+    return a
+
+
+def test_euler_is_the_step_by_step_loop_where_the_steps_are_small_enough():
+    phi, omega, t = _gates()
+    omega = omega.clamp(max=2.5)  # t <= 2, 6 steps: h * omega <= 2 * 2.5 / 6 < 1, so the default 6 steps are kept
+    assert torch.allclose(solve(phi, omega, t, "euler", euler_steps=6), _euler_loop(phi, omega, t / 6, 6), atol=1e-12)
+
+
+def test_euler_takes_more_steps_where_omega_tau_would_overshoot():
+    # the default step t/6 with omega_tau 15 and t 1 gives h * omega = 2.5: the plain loop leaves [0, phi t]
+    phi, omega, t = torch.tensor([0.8], dtype=torch.float64), torch.tensor([15.0], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64)
+    assert _euler_loop(phi, omega, t / 6, 6).item() < 0  # what the fixed six steps would give
+    a = solve(phi, omega, t, "euler", euler_steps=6)
+    assert torch.allclose(a, _euler_loop(phi, omega, t / 15, 15), atol=1e-12)  # 15 steps of 1/15
+    assert 0 <= a.item() <= (phi * t).item()
+
+
+def test_euler_stays_within_zero_and_phi_t_for_any_omega_tau():
+    g = torch.Generator().manual_seed(3)
+    phi = torch.rand(5000, generator=g, dtype=torch.float64)
+    omega = torch.exp(torch.rand(5000, generator=g, dtype=torch.float64) * 12 - 4)  # 0.02 .. 3000
+    t = torch.rand(5000, generator=g, dtype=torch.float64)
+    for a, horizon in ((solve(phi, omega, t, "euler"), t), (solve(phi, omega, None, "euler", euler_steps=6, euler_step_size=0.5), 3.0)):
+        assert (a >= 0).all() and (a <= phi * horizon * (1 + 1e-12)).all() and (a <= phi / omega * (1 + 1e-12)).all()

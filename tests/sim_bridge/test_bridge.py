@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import socketio
 import torch
+import websocket
 
 from datasets.udacity import read_log
 from nac import ConfigError
@@ -121,6 +122,66 @@ def test_the_simulators_client_gets_exactly_one_reply_per_telemetry(bridge):
     time.sleep(0.2)
     rec = read_log(record)  # the recording is in the simulator's own format
     assert len(rec.samples) == 6 and not rec.skipped
+
+
+def _serve(root: Path, *extra: str):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scripts.cli", "drive", str(root / "run"), "--port", str(port), *extra],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    return port, proc
+
+
+def test_two_simulators_at_once_each_drive_with_their_own_state(tmp_path):
+    torch.manual_seed(0)
+    PilotNet(PilotNetConfig(head="nac", d_model=20, num_heads=4)).save(tmp_path / "run", "best", {"train": {}})
+    port, proc = _serve(tmp_path)
+    a = UnityLikeClient(port=port)
+    b = UnityLikeClient(port=port)
+    try:
+        for _ in range(20):  # A is held still far below the target: its controller's integral winds up
+            name, reply_a = a.exchange(telemetry_fields(FRAME, 0.0, 0.0, 0.0))
+            assert name == "steer"
+        name, reply_b = b.exchange(telemetry_fields(FRAME, 0.0, 0.0, 15.0))  # B, at the target speed, for the first time
+        steer_b = float(reply_b["steering_angle"])
+        fresh = SpeedController(target=15.0).update(15.0, steer_b, 0.05)
+        assert float(reply_b["throttle"]) == pytest.approx(fresh, abs=1e-4)  # B's controller is its own, fresh
+        name, safe_a = a.exchange([1, 2])  # a safe reply holds A's own last steering, not B's
+        assert float(safe_a["steering_angle"]) == pytest.approx(float(reply_a["steering_angle"]), abs=1e-4)
+    finally:
+        a.close()
+        b.close()
+        proc.terminate()
+        proc.communicate(timeout=20)
+
+
+def test_while_recording_a_second_simulator_is_refused_until_the_first_leaves(tmp_path):
+    torch.manual_seed(0)
+    PilotNet(PilotNetConfig(head="nac", d_model=20, num_heads=4)).save(tmp_path / "run", "best", {"train": {}})
+    port, proc = _serve(tmp_path, "--record", str(tmp_path / "rec"))
+    a = UnityLikeClient(port=port)
+    b = UnityLikeClient(port=port, timeout=1.5)
+    try:
+        assert a.exchange(telemetry_fields(FRAME, 0.0, 0.0, 5.0))[0] == "steer"
+        b.send_telemetry(telemetry_fields(FRAME, 0.0, 0.0, 5.0))
+        with pytest.raises(websocket.WebSocketTimeoutException):  # no steer for the second simulator: it was refused
+            while True:
+                name, _ = b.receive_event()
+                assert name != "steer"
+        assert a.exchange(telemetry_fields(FRAME, 0.0, 0.0, 5.0))[0] == "steer"  # the first drives on
+        a.close()
+        time.sleep(0.5)
+        c = UnityLikeClient(port=port)
+        try:
+            assert c.exchange(telemetry_fields(FRAME, 0.0, 0.0, 5.0))[0] == "steer"  # served once the first left
+        finally:
+            c.close()
+    finally:
+        b.close()
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert "refused a second simulator" in err and err.count("refused a second simulator") == 1
 
 
 def test_a_standard_socketio_client_works_too(bridge):

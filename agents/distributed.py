@@ -1,0 +1,51 @@
+"""torchrun plumbing for the training loop: one process per GPU (or CPU processes with gloo),
+the process's rank, a barrier, and an any-process flag so that every process stops at the same step."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device: torch.device) -> tuple[Dist, torch.device]:
+    """Under torchrun (WORLD_SIZE > 1): one process per GPU (or CPU process with gloo)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Dist(), device
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    return Dist(dist.get_rank(), dist.get_world_size()), device
+
+
+def barrier(d: Dist) -> None:
+    if d.world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def any_process(d: Dist, flag: bool, device: torch.device) -> bool:
+    """True when any process says so (processes must stop at the same step under DDP)."""
+    if d.world <= 1:
+        return flag
+    import torch.distributed as dist
+
+    t = torch.tensor([float(flag)], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())

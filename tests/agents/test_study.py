@@ -1,0 +1,172 @@
+"""Studies: the aggregates against hand computations, the grid run end to end, resume after a kill,
+the Ray path against the process path, and the report rebuilt from study.json alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.study import StudyConfig, parse_variant, run_study
+from agents.study_report import aggregates, build, probability_of_improvement, score_matrices
+from nac.config import ConfigError
+
+TINY = {"epochs": 1, "dagger_rounds": 1, "dagger_episodes": 1, "dagger_epochs": 1}
+
+
+def tiny(out: Path, **kw) -> StudyConfig:
+    args = dict(out=str(out), heads=["nac", "lstm"], seeds=2, variants={"base": TINY}, demos=3, episodes=2, seed_start=100, max_steps=60)
+    return StudyConfig(**{**args, **kw})
+
+
+# ---------------------------------------------------------------------- the statistics
+def test_iqm_and_mean_match_a_hand_computation():
+    # 2 runs x 4 episodes: the 8 returns sorted are 100 200 300 400 500 600 700 800; the IQM is the
+    # mean of the middle half, (300 + 400 + 500 + 600) / 4 = 450, whatever the outliers.
+    x = np.array([[100.0, 800.0, 300.0, 600.0], [500.0, 200.0, 700.0, 400.0]])
+    out = aggregates({"a": x, "b": x + [[0, 10_000, 0, 0], [0, 0, 0, 0]]}, reps=300)
+    assert out["a"]["iqm"] == pytest.approx(450.0)
+    assert out["a"]["mean"] == pytest.approx(450.0)
+    assert out["b"]["iqm"] == pytest.approx(450.0)  # one outlier moves the mean, not the IQM
+    assert out["b"]["mean"] == pytest.approx(450.0 + 10_000 / 8)
+    for g in ("a", "b"):
+        lo, hi = out[g]["iqm_ci"]
+        assert lo <= out[g]["iqm"] <= hi and lo < hi
+    assert out["a"]["run_means"] == [450.0, 450.0] and out["a"]["worst_run_mean"] == 450.0
+
+
+def test_one_run_has_no_interval():
+    out = aggregates({"a": np.array([[1.0, 2.0, 3.0]])}, reps=100)
+    assert out["a"]["iqm_ci"] is None and out["a"]["mean"] == pytest.approx(2.0)
+
+
+def test_probability_of_improvement():
+    rng = np.random.default_rng(0)
+    x = rng.normal(900, 20, (3, 10))
+    same = probability_of_improvement(x, x.copy(), reps=100)
+    assert same["p"] == pytest.approx(0.5)
+    better = probability_of_improvement(x + 1000, x, reps=100)
+    assert better["p"] == pytest.approx(1.0) and better["ci"] == pytest.approx([1.0, 1.0])
+    worse = probability_of_improvement(x - 1000, x, reps=100)
+    assert worse["p"] == pytest.approx(0.0)
+
+
+def test_score_matrices_use_the_seeds_every_run_has():
+    ep = lambda run, s, r: {"run": run, "variant": "base", "head": "nac", "seed": 0, "level": "none", "episode_seed": s, "return": r, "lap_finished": r > 900}
+    study = {"config": {"variants": {"base": {}}}, "episodes": [ep("a", 1, 910.0), ep("a", 2, 500.0), ep("b", 2, 700.0)]}
+    m = score_matrices(study, "none")["nac"]
+    assert m["seeds"] == [2] and m["runs"] == ["a", "b"] and m["scores"].tolist() == [[500.0], [700.0]]
+
+
+# ---------------------------------------------------------------------- configuration
+def test_variants_parse_and_refuse():
+    assert parse_variant("bc:dagger_rounds=0") == ("bc", {"dagger_rounds": 0})
+    assert parse_variant("euler:net.nac.mode=euler,net.use_time=false") == ("euler", {"net": {"nac": {"mode": "euler"}, "use_time": False}})
+    assert parse_variant("base") == ("base", {})
+    with pytest.raises(ConfigError, match="unknown recipe field 'epoch'"):
+        parse_variant("x:epoch=3")
+    with pytest.raises(ConfigError, match="dagger_beta"):
+        parse_variant("x:dagger_beta=1.5")
+    with pytest.raises(ConfigError, match="plain name"):
+        parse_variant("a b:epochs=1")
+
+
+def test_study_config_refuses(tmp_path):
+    with pytest.raises(ConfigError, match="unknown heads"):
+        tiny(tmp_path, heads=["nac", "transformer"])
+    with pytest.raises(ConfigError, match="may not be demonstration seeds"):
+        tiny(tmp_path, seed_start=2)
+    with pytest.raises(ConfigError, match="unknown perturbation"):
+        tiny(tmp_path, levels=["none", "fog=1"])
+
+
+# ---------------------------------------------------------------------- the grid, end to end
+@pytest.fixture(scope="module")
+def process_study(tmp_path_factory):
+    out = tmp_path_factory.mktemp("study") / "s"
+    data = run_study(tiny(out, workers=2), quiet=True)
+    return out, data
+
+
+def test_a_tiny_study_runs_every_run_and_episode(process_study):
+    out, data = process_study
+    assert sorted(data["runs"]) == ["base/lstm/seed0", "base/lstm/seed1", "base/nac/seed0", "base/nac/seed1"]
+    assert all(r["done"] for r in data["runs"].values())
+    keys = [(e["run"], e["level"], e["episode_seed"]) for e in data["episodes"]]
+    assert len(keys) == len(set(keys)) == 4 * 2 + 2  # four runs and the expert, two seeds each
+    # each run is a real training run with its own seed: config.json says so
+    cfg = json.loads((out / "runs/base/nac/seed1/config.json").read_text())
+    assert cfg["train"]["seed"] == 1 and cfg["net"]["head"] == "nac"
+    assert json.loads((out / "runs/base/nac/seed1/dagger.json").read_text())["rounds"][0]["seeds"] == [1_001_000]
+
+
+def test_running_again_redoes_nothing(process_study):
+    out, data = process_study
+    weights = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("best.safetensors")}
+    again = run_study(tiny(out, workers=2), quiet=True)
+    assert again["episodes"] == data["episodes"]
+    assert {p: p.stat().st_mtime_ns for p in weights} == weights
+
+
+def test_the_report_is_rebuilt_from_study_json_alone(process_study, tmp_path):
+    out, _ = process_study
+    build(out, reps=200)
+    alone = tmp_path / "copy"
+    alone.mkdir()
+    shutil.copy(out / "study.json", alone / "study.json")
+    build(alone, reps=200)
+    a = json.loads((out / "report/report.json").read_text())
+    b = json.loads((alone / "report/report.json").read_text())
+    assert a["levels"] == b["levels"]
+    text = (alone / "report/report.md").read_text()
+    assert "| nac | 2 x 2 |" in text and "nac > lstm" in text
+    assert (alone / "report/aggregates.png").stat().st_size > 1000
+
+
+def test_a_study_killed_midway_continues_without_redoing(tmp_path):
+    out = tmp_path / "s"
+    cmd = [sys.executable, "-m", "scripts.cli", "study", "--heads", "nac", "lstm", "--seeds", "2", "--demos", "3", "--episodes", "2",
+           "--seed-start", "100", "--variant", "base:epochs=1,dagger_rounds=1,dagger_episodes=1,dagger_epochs=1", "--max-steps", "60",
+           "--workers", "1", "--reps", "100", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    study = out / "study.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # wait for the first finished run, then kill the whole process group
+        if study.is_file() and any(r.get("done") for r in json.loads(study.read_text())["runs"].values()):
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = json.loads(study.read_text())
+    done = [k for k, r in before["runs"].items() if r.get("done")]
+    assert done and len(done) < 4
+    kept = {k: (out / "runs" / k / "best.safetensors").stat().st_mtime_ns for k in done}
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    after = json.loads(study.read_text())
+    assert all(r["done"] for r in after["runs"].values()) and len(after["runs"]) == 4
+    keys = [(e["run"], e["level"], e["episode_seed"]) for e in after["episodes"]]
+    assert len(keys) == len(set(keys)) == 10
+    assert before["episodes"] == after["episodes"][: len(before["episodes"])]  # what was recorded stays as it was
+    assert {k: (out / "runs" / k / "best.safetensors").stat().st_mtime_ns for k in done} == kept
+
+
+def test_the_ray_path_gives_the_same_study(process_study, tmp_path):
+    import ray  # in the test extra
+
+    out, data = process_study
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        got = run_study(tiny(tmp_path / "r", ray="local"), quiet=True)
+    finally:
+        ray.shutdown()
+    by_key = lambda d: {(e["run"], e["level"], e["episode_seed"]): e["return"] for e in d["episodes"]}
+    assert by_key(got) == by_key(data)
+    assert {k: r["val_loss"] for k, r in got["runs"].items()} == {k: r["val_loss"] for k, r in data["runs"].items()}
