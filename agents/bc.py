@@ -131,15 +131,19 @@ def class_weights(classes: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- loss and metrics
-def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: Tensor | None) -> tuple[Tensor, Tensor]:
-    """Per-row loss (n,) and per-row correct-class flag (n,)."""
+def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: Tensor | None, loss: str = "mse") -> tuple[Tensor, Tensor]:
+    """Per-row loss (n,) and per-row correct-class flag (n,). Continuous actions: squared error
+    ("mse", the conditional mean) or absolute error ("l1", the conditional median: an action that
+    is mostly 0 with rare pulses, as the expert's brake is, then stays 0 where the mean would be a
+    small constant brake)."""
     if net.config.action_space == "discrete":
         labels = batch["actions"].long()
         per_row = F.cross_entropy(raw.float(), labels, reduction="none")
         correct = raw.argmax(-1) == labels
     else:
         pred = net.squash(raw.float())
-        per_row = ((pred - batch["actions"].float()) ** 2).mean(-1)
+        err = pred - batch["actions"].float()
+        per_row = (err**2 if loss == "mse" else err.abs()).mean(-1)
         pred_cls = torch.from_numpy(action_classes(pred.detach().cpu().numpy())).to(raw.device)
         correct = pred_cls == batch["classes"]
     if weights is not None:
@@ -148,7 +152,7 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
 
 
 @torch.no_grad()
-def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch_rows: int = 512) -> dict[str, float]:
+def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch_rows: int = 512, loss: str = "mse") -> dict[str, float]:
     """Loss (unweighted) and accuracy over every window of the validation episodes; each frame
     is encoded once."""
     was_training = net.training
@@ -164,7 +168,7 @@ def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch
             "classes": torch.from_numpy(action_classes(s.actions[rows])).to(device),
         }
         raw = net.decide(feats[torch.from_numpy(idx).to(device)], torch.from_numpy(s.timestamps[idx]).float().to(device))
-        per_row, ok = loss_terms(net, raw, batch, None)
+        per_row, ok = loss_terms(net, raw, batch, None, loss)
         losses.append(per_row.cpu())
         correct.append(ok.cpu())
         if net.config.action_space == "continuous":
@@ -261,6 +265,7 @@ class CarRacingTask:
         self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if self.balance == "sampler" else None)
         self.seed = cfg.seed
         self.stride_jitter = cfg.stride_jitter
+        self.loss_kind = cfg.loss
         self.label = net_cfg.head
         self.extra = {"train": asdict(cfg), "data": _data_summary(demos, train_keys, val_keys)}
         self._order: tuple[int, np.ndarray] | None = None
@@ -282,7 +287,7 @@ class CarRacingTask:
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
         raw = model(batch["frames"], batch["timestamps"], batch["index"])
-        per_row, correct = loss_terms(self.net, raw, batch, self._loss_weights(device))
+        per_row, correct = loss_terms(self.net, raw, batch, self._loss_weights(device), self.loss_kind)
         return per_row.mean(), {"acc": float(correct.float().mean())}
 
     def _loss_weights(self, device: torch.device) -> Tensor | None:
@@ -294,7 +299,7 @@ class CarRacingTask:
         return self._weights
 
     def validate(self, device: torch.device) -> dict[str, float]:
-        return validate(self.net, self.val_windows, device)
+        return validate(self.net, self.val_windows, device, loss=self.loss_kind)
 
 
 def _data_summary(demos: Demos, train_keys: list[str], val_keys: list[str]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from agents.evaluate import describe_run, drive
 from agents.executor import ExecutorConfig, RayExecutor, Task, default_workers, make_executor
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.tasks import train
-from agents.training import TrainConfig
+from agents.training import LOSSES, TrainConfig
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
 from nac.config import ConfigDict, ConfigError, need
@@ -61,6 +61,7 @@ class Recipe(ConfigDict):
     stride_jitter: int = 1  # > 1: windows with irregular frame gaps 1..J (true timestamps kept)
     lr: float = 1e-4  # Adam learning rate
     batch_size: int = 32
+    loss: str = "mse"  # continuous actions: "mse" or "l1" (agents.bc.loss_terms)
     net: dict[str, Any] = field(default_factory=dict)  # more network options, e.g. {"use_time": false, "nac": {"mode": "euler"}}
 
     def __post_init__(self) -> None:
@@ -71,6 +72,7 @@ class Recipe(ConfigDict):
         need(self.window >= 1 and self.stride_jitter >= 1, "window and stride_jitter must be >= 1")
         need(self.lr > 0 and self.batch_size >= 1, "lr must be > 0 and batch_size >= 1")
         need(isinstance(self.net, dict), "net must be a JSON object of network options")
+        need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
@@ -178,7 +180,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     with _quiet_bars():
         tc = TrainConfig(
             data=[job["demos"]], out=str(run), head=job["head"], window=recipe.window, stride_jitter=recipe.stride_jitter,
-            epochs=recipe.epochs, lr=recipe.lr, batch_size=recipe.batch_size, seed=job["seed"], net=net, device=job.get("device", "auto"),
+            epochs=recipe.epochs, lr=recipe.lr, batch_size=recipe.batch_size, loss=recipe.loss, seed=job["seed"], net=net, device=job.get("device", "auto"),
         )
         state = run / "train_state.json"
         if not state.is_file():

@@ -37,6 +37,7 @@ from nac.config import ConfigError, need
 
 TASKS = ("carracing", "udacity")  # the trainers by name are in agents.tasks
 BALANCE = ("auto", "weights", "sampler", "none")
+LOSSES = ("mse", "l1")
 STATE = "train_state"
 
 
@@ -59,6 +60,7 @@ class TrainConfig:
     balance: str = "auto"  # carracing: class imbalance by "weights" (weighted loss), "sampler", "none";
     # "auto": weights for discrete actions, none for continuous ones (reweighting a regression by
     # action class biases the mean action: measured, gas 13 % low and braking 27 % too often)
+    loss: str = "mse"  # carracing, continuous actions: "mse" (conditional mean) or "l1" (conditional median)
     val_fraction: float = 0.2  # share of episodes (carracing) or sessions (udacity) held out
     val_episodes: list[str] | None = None  # carracing: the held-out episodes ("folder:seed"); resolved at start
     folds: int = 1  # carracing: > 1 is k-fold cross-validation by episode, one sub-run per fold
@@ -79,6 +81,7 @@ class TrainConfig:
         need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
         need(self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
         need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
+        need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")
         need(0 < self.val_fraction < 1, f"validation fraction must be between 0 and 1 (got {self.val_fraction})")
         need(self.folds >= 1, f"folds must be >= 1 (got {self.folds})")
         need(self.folds == 1 or self.task == "carracing", "--folds is for the carracing task")

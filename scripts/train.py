@@ -45,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="class imbalance: weighted loss, balanced sampling, or none; auto (default): weights for discrete "
         "actions, none for continuous (reweighting a regression biases the mean action)",
     )
+    p.add_argument("--loss", default="mse", choices=("mse", "l1"), help="continuous actions: squared error (conditional mean, default) "
+                   "or absolute error (conditional median: no constant small brake where the expert brakes in rare pulses)")
     p.add_argument("--val-fraction", type=positive_float, default=0.2, help="share of episodes held out (default 0.2)")
     p.add_argument("--folds", type=positive_int, default=1, help="k-fold cross-validation by episode (default 1: one split)")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu, cuda, cuda:N")
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = TrainConfig(
         data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter,
         epochs=args.epochs, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr, chunk=args.chunk,
-        balance=args.balance, val_fraction=args.val_fraction, folds=args.folds, device=args.device,
+        balance=args.balance, loss=args.loss, val_fraction=args.val_fraction, folds=args.folds, device=args.device,
         seed=args.seed, net=net, init_from=args.init_from,
     )
     m = train(cfg, resume=args.resume, quiet=args.quiet)

@@ -183,3 +183,18 @@ def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, t
     assert late.size and set(np.unique(late)) <= {1, 2, 3} and len(np.unique(late)) > 1
     m = train(cfg, quiet=True)
     assert m["finished"]
+
+
+def test_the_l1_loss_is_the_mean_absolute_error():
+    from nac.driving import DrivingNet, DrivingNetConfig
+
+    net = DrivingNet(DrivingNetConfig(head="gru", action_space="continuous", window=2, num_heads=4))
+    target = torch.tensor([[0.5, 0.8, 0.0], [-0.5, 0.2, 0.0], [0.0, 1.0, 0.9]])
+    batch = {"actions": target, "classes": torch.from_numpy(action_classes(target.numpy()))}
+    raw = torch.zeros(3, 3)  # squashed: steer 0, gas 0.5, brake 0.5
+    pred = net.squash(raw)
+    mse, _ = bc.loss_terms(net, raw, batch, None, "mse")
+    l1, _ = bc.loss_terms(net, raw, batch, None, "l1")
+    assert torch.allclose(mse, ((pred - target) ** 2).mean(-1)) and torch.allclose(l1, (pred - target).abs().mean(-1))
+    with pytest.raises(ConfigError, match="loss must be one of"):
+        TrainConfig(data=["x"], out="y", loss="huber")
