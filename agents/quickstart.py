@@ -18,7 +18,7 @@ from typing import Any
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.collect import CollectConfig, collect
-from agents.dagger import DaggerConfig, dagger
+from agents.dagger import FIRST_SEED, DaggerConfig, dagger
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from agents.video import RecordConfig, record_video
 from datasets.demos import DemoSet
@@ -42,12 +42,18 @@ class QuickstartConfig:
     eval_seed_start: int = 10000
     workers: int = 0  # processes for driving; 0 = up to 2
     max_steps: int = 1000  # steps per episode (CarRacing's limit)
+    seed: int = 0  # one seed for the whole job: demonstrations from seed 1000 * S, training seed S, DAgger rollouts from 1 000 000 + 1000 * S
 
     def __post_init__(self) -> None:
         need(self.episodes >= 2, f"episodes must be >= 2 (one is held out for validation; got {self.episodes})")
         need(self.train_minutes > 0 and self.dagger_minutes > 0, "training minutes must be > 0")
         need(self.train_epochs >= 1 and self.dagger_epochs >= 1, "training epochs must be >= 1")
         need(self.dagger_episodes >= 1 and self.eval_episodes >= 1, "episode counts must be >= 1")
+        need(self.seed >= 0, f"seed must be >= 0 (got {self.seed})")
+        first, last = 1000 * self.seed, 1000 * self.seed + self.episodes - 1
+        need(last < self.eval_seed_start or first >= self.eval_seed_start + self.eval_episodes,
+             f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include the held-out seeds "
+             f"{self.eval_seed_start}..{self.eval_seed_start + self.eval_episodes - 1}; choose a seed below {self.eval_seed_start // 1000}")
 
 
 def _stage(title: str) -> None:
@@ -68,12 +74,13 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     _stage(f"1/5 recording {cfg.episodes} demonstrations with the track expert -> {data}")
     resume = (data / "manifest.json").is_file()
     if not resume or len(DemoSet(data).episodes) < cfg.episodes:
-        collect(CollectConfig(out=str(data), episodes=cfg.episodes, continuous=cfg.continuous, workers=cfg.workers, resume=resume, max_steps=cfg.max_steps))
+        collect(CollectConfig(out=str(data), episodes=cfg.episodes, continuous=cfg.continuous, workers=cfg.workers, resume=resume,
+                              max_steps=cfg.max_steps, seed_start=1000 * cfg.seed))
     timed("collect", t0)
 
     t0 = time.monotonic()
     _stage(f"2/5 behaviour cloning CNN + {cfg.head}, {cfg.train_epochs} epochs (at most {cfg.train_minutes:g} min) -> {run}")
-    train_cfg = TrainConfig(data=[str(data)], out=str(run), head=cfg.head, epochs=cfg.train_epochs, minutes=cfg.train_minutes)
+    train_cfg = TrainConfig(data=[str(data)], out=str(run), head=cfg.head, epochs=cfg.train_epochs, minutes=cfg.train_minutes, seed=cfg.seed)
     state_file = run / "train_state.json"
     if not state_file.is_file():
         train(train_cfg)
@@ -85,7 +92,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     _stage(f"3/5 {cfg.dagger_rounds} DAgger rounds: {cfg.dagger_episodes} policy rollouts labelled by the expert, {cfg.dagger_epochs} epochs of training each")
     dagger(DaggerConfig(
         run=str(run), rounds=cfg.dagger_rounds, episodes=cfg.dagger_episodes, epochs=cfg.dagger_epochs, minutes=cfg.dagger_minutes,
-        workers=cfg.workers, max_steps=cfg.max_steps,
+        workers=cfg.workers, max_steps=cfg.max_steps, seed_start=FIRST_SEED + 1000 * cfg.seed,
     ))
     timed("dagger", t0)
 
@@ -124,7 +131,7 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         "",
         "## Training",
         "",
-        f"- demonstrations: {data} ({cfg.episodes} track-expert episodes, seeds 0..{cfg.episodes - 1})",
+        f"- demonstrations: {data} ({cfg.episodes} track-expert episodes, seeds {1000 * cfg.seed}..{1000 * cfg.seed + cfg.episodes - 1}); job seed {cfg.seed}",
         f"- behaviour cloning: {metrics['epochs']} epochs in all, {metrics['train_seconds'] / 60:.1f} min of training; {len(dag['rounds'])} DAgger "
         f"rounds of {cfg.dagger_episodes} rollouts (mean return while collecting: "
         + ", ".join(f"{r.get('rollout_mean_return', float('nan')):.1f}" for r in dag["rounds"]) + ")",

@@ -328,9 +328,8 @@ def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
     ]
     ready_eval = expert_tasks + ready_eval
 
-    total_runs = len(runs)
     total_eps = len(runs) * len(cfg.levels) * len(seeds) + len(seeds)
-    progress = _Progress(study, total_runs, total_eps, capacity, quiet)
+    progress = _Progress(study, [r["key"] for r in runs], total_eps, capacity, quiet)
     running: dict[Any, str] = {}
 
     def refill() -> None:
@@ -393,12 +392,12 @@ def _check_not_trained_on(cfg: StudyConfig, run: dict[str, Any]) -> None:
 class _Progress:
     """Which runs are done and running, episodes driven, and an ETA from the times measured so far."""
 
-    def __init__(self, study: StudyFile, total_runs: int, total_eps: int, capacity: int, quiet: bool) -> None:
-        self.study, self.total_runs, self.total_eps = study, total_runs, total_eps
+    def __init__(self, study: StudyFile, grid: list[str], total_eps: int, capacity: int, quiet: bool) -> None:
+        self.study, self.grid, self.total_runs, self.total_eps = study, grid, len(grid), total_eps
         self.capacity = max(1, min(capacity, 64))
         self.train_times: list[float] = []
         self.started = time.monotonic()
-        self.eps_at_start = len(study.data["episodes"])
+        self.eps_at_start = self.episodes_done()
         self.bar = tqdm(total=total_eps, initial=min(total_eps, self.eps_at_start), desc="study episodes", unit="ep", dynamic_ncols=True, disable=quiet)
 
     def trained(self, seconds: float) -> None:
@@ -407,11 +406,11 @@ class _Progress:
     def driven(self, result: dict[str, Any]) -> None:
         self.bar.update(1)
 
-    def runs_done(self) -> int:
-        return sum(1 for r in self.study.data["runs"].values() if r.get("done"))
+    def runs_done(self) -> int:  # of this grid
+        return sum(1 for k in self.grid if self.study.data["runs"].get(k, {}).get("done"))
 
     def eta_minutes(self) -> float | None:
-        eps_done = len(self.study.data["episodes"]) - self.eps_at_start
+        eps_done = self.episodes_done() - self.eps_at_start
         elapsed = time.monotonic() - self.started
         runs_left = self.total_runs - self.runs_done()
         if runs_left and not self.train_times:
@@ -419,11 +418,16 @@ class _Progress:
         per_run = float(np.mean(self.train_times)) if self.train_times else 0.0
         train_part = sum(self.train_times)
         per_ep = max(0.0, elapsed * self.capacity - train_part) / eps_done if eps_done else 10.0
-        left = runs_left * per_run + (self.total_eps - len(self.study.data["episodes"])) * per_ep
+        left = runs_left * per_run + (self.total_eps - self.episodes_done()) * per_ep
         return left / self.capacity / 60
 
     def summary(self) -> str:
-        return f"runs trained {self.runs_done()}/{self.total_runs}, episodes {len(self.study.data['episodes'])}/{self.total_eps}"
+        return f"runs trained {self.runs_done()}/{self.total_runs}, episodes {self.episodes_done()}/{self.total_eps}"
+
+    def episodes_done(self) -> int:
+        """Episodes of this grid (an earlier invocation's other runs are in study.json too)."""
+        keep = {*self.grid, "expert"}
+        return sum(1 for e in self.study.data["episodes"] if e["run"] in keep)
 
     def show(self, running: dict[Any, str]) -> None:
         training = sorted(v for v in running.values() if v != "episodes")

@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dagger-minutes", type=positive_float, default=4.0, help="at most this many minutes of it (default 4)")
     p.add_argument("--eval-episodes", type=positive_int, default=10, help="held-out evaluation episodes (default 10)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="processes for driving (default: up to 2)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the whole job: demonstrations from seed 1000*S, training and "
+                   "DAgger seeds (default 0); the held-out evaluation seeds stay 10000..")
     p.add_argument("--max-steps", type=positive_int, default=1000, help=argparse.SUPPRESS)  # tests: short episodes
     p.set_defaults(func=run)
 
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
         train_epochs=args.train_epochs, train_minutes=args.train_minutes, dagger_rounds=args.dagger_rounds, dagger_episodes=args.dagger_episodes,
         dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes,
-        eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps,
+        eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
     )
     result = quickstart(cfg)
     print("\n" + open(result["report"]).read())

@@ -76,6 +76,11 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["train", "--data", ".", "--out", "/tmp/x", "--nac", "topk"], "expected KEY=VALUE, got 'topk'"),
         (["evaluate", "/nonexistent"], "config.json not found"),
         (["dagger", "--run", "/nonexistent"], "not a training run"),
+        (["quickstart", "--seed", "10"], "include the held-out seeds 10000..10009"),
+        (["study"], "give --out DIR"),
+        (["study", "--out", "/tmp/x", "--variant", "x:foo=1"], "unknown recipe field 'foo'"),
+        (["study", "--report", "/nonexistent"], "/nonexistent not found"),
+        (["evaluate", "agents/pretrained/nac", "--ray", "127.0.0.1:1"], "cannot reach the Ray cluster"),
     ],
 )
 def test_bad_training_and_evaluation_input_is_one_line(argv, expected):
@@ -90,7 +95,7 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     out = tmp_path / "qs"
     r = _run(
         "quickstart", "--out", str(out), "--episodes", "2", "--train-minutes", "0.05", "--dagger-episodes", "1",
-        "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40",
+        "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40", "--seed", "1",
     )
     assert r.returncode == 0, r.stderr[-2000:]
     report = (out / "report.md").read_text()
@@ -99,10 +104,13 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     assert (out / "nac_seed10000.mp4").stat().st_size > 10_000 and "nac_seed10000.mp4" in report
     again = _run(
         "quickstart", "--out", str(out), "--episodes", "2", "--train-minutes", "0.05", "--dagger-episodes", "1",
-        "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40",
+        "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40", "--seed", "1",
     )
     assert again.returncode == 0, again.stderr[-2000:]  # a finished quick start is not redone, only re-reported
-    assert json.loads((out / "nac" / "dagger.json").read_text())["rounds"][0]["trained"]
+    dag = json.loads((out / "nac" / "dagger.json").read_text())
+    assert dag["rounds"][0]["trained"] and dag["rounds"][0]["seeds"] == [1_001_000]  # --seed 1 moves every seed
+    assert [e["seed"] for e in json.loads((out / "demos" / "manifest.json").read_text())["episodes"]] == [1000, 1001]
+    assert json.loads((out / "nac" / "config.json").read_text())["train"]["seed"] == 1
 
 
 def test_evaluate_under_perturbations_gives_one_board_per_level_and_a_plot(tiny_demos, tmp_path):
