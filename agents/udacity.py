@@ -8,6 +8,8 @@ are augmented, deterministically under (seed, epoch, index).
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,14 @@ def train_udacity(cfg: TrainConfig, resume: bool = False, quiet: bool = False, r
     cfg = prepare_run(cfg, resume)
     dist_info, device = init_distributed(resolve_device(cfg.device))
     return fit(UdacityTask(cfg, quiet), cfg, dist_info, device, resume, quiet, restart_best)
+
+
+def training_data(run: str | Path) -> list[str]:
+    """The recording folders a PilotNet run was trained on (its config.json)."""
+    p = Path(run) / "config.json"
+    if not p.is_file():
+        return []
+    return list(json.loads(p.read_text()).get("train", {}).get("data", []))
 
 
 class SteeringPolicy:

@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.udacity import SteeringPolicy
+    from agents.udacity import SteeringPolicy, training_data
+    from sim_bridge.carracing_sim import recorded_seeds
     from sim_bridge.server import BridgeConfig, DriveBridge
 
     import torch
@@ -39,5 +40,5 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)  # one core for the model: the simulator (or sim) needs the other
     cfg = BridgeConfig(host=args.host, port=args.port, speed=args.speed, max_steer=args.max_steer, record=args.record)
     policy = SteeringPolicy.from_run(args.run, args.weights)
-    DriveBridge(policy, cfg).serve()
+    DriveBridge(policy, cfg, training_seeds=recorded_seeds(training_data(args.run))).serve()
     return 0

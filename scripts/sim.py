@@ -25,11 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, default=1, help="episodes (default 1)")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000)")
     p.add_argument("--record", metavar="DIR", help="training mode: the expert drives; record into this new folder")
+    p.add_argument("--json", metavar="FILE", help="autonomous mode: write the statistics, per-seed returns and the bridge's figures as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from sim_bridge.carracing_sim import SimConfig, drive_autonomous, record_training
+    from sim_bridge.carracing_sim import SimConfig, drive_autonomous, record_training, to_markdown
 
     cfg = SimConfig(host=args.host, port=args.port, seed=args.seed, episodes=args.episodes, max_steps=args.max_steps, record=args.record)
     if cfg.record:
@@ -37,5 +38,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"recorded {r['rows']} frames into {r['folder']} (driving_log.csv + IMG/)")
         return 0
     r = drive_autonomous(cfg)
-    print("returns: " + ", ".join(f"{x:.1f}" for x in r["returns"]) + f"; unexpected replies {r['unexpected_replies']}")
+    print(to_markdown(r))
+    print(f"unexpected replies {r['unexpected_replies']}")
+    if args.json:
+        from nac.checkpoint import write_json
+
+        write_json(args.json, r)
+        print(f"wrote {args.json}")
     return 0

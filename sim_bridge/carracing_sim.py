@@ -10,6 +10,7 @@ train PilotNet on it (`train --task udacity`), drive `sim` through `drive`.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,9 +22,13 @@ import numpy as np
 
 from agents.env import ENV_ID, car_state
 from agents.experts import make_expert
+from agents.rollout import SOLVED, summarize
+from nac.checkpoint import write_json
 from nac.config import ConfigError, need
 from sim_bridge.standin import UnityLikeClient, telemetry_fields
 
+SEEDS_FILE = "sim_seeds.json"  # beside driving_log.csv: the tracks a recording drove, so they are never evaluation tracks
+STATS_EVENT = "nacdrive_stats"  # the stand-in asks the bridge for its figures (the real simulator never sends it)
 MPH_PER_UNIT = 0.3  # CarRacing speed (Box2D units/s, top about 100) shown like the simulator's mph (top 30)
 STEER_DEG = 25.0  # telemetry reports the wheel angle in degrees, as the simulator does
 
@@ -83,21 +88,43 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
                 if term or trunc:
                     break
     env.close()
+    write_json(out / SEEDS_FILE, {"seeds": list(range(cfg.seed, cfg.seed + cfg.episodes))})
     return {"rows": rows, "folder": str(out)}
 
 
+def recorded_seeds(folders: list[str]) -> list[int]:
+    """The tracks the stand-in recorded into these folders (their sim_seeds.json), for refusals."""
+    seeds: set[int] = set()
+    for f in folders:
+        p = Path(f) / SEEDS_FILE
+        if p.is_file():
+            import json
+
+            seeds.update(int(s) for s in json.loads(p.read_text()).get("seeds", []))
+    return sorted(seeds)
+
+
 def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
-    """Autonomous mode: one telemetry -> one reply per step, through the bridge."""
+    """Autonomous mode: one telemetry -> one reply per step, through the bridge. Returns the
+    closed-loop statistics (as `nacdrive evaluate` gives them) and the bridge's own view."""
     env = make_sim_env(cfg.max_steps)
     client = UnityLikeClient(cfg.host, cfg.port)
-    returns, bad_replies = [], 0
+    seeds = list(range(cfg.seed, cfg.seed + cfg.episodes))
+    episodes, bad_replies, rtt = [], 0, []
     try:
-        for ep in range(cfg.episodes):
-            env.reset(seed=cfg.seed + ep)
-            total, steer_deg, throttle = 0.0, 0.0, 0.0
+        before = client.request(STATS_EVENT)
+        clash = sorted(set(seeds) & set(before.get("training_seeds", [])))
+        if clash:
+            raise ConfigError(f"seeds {clash[0]}..{clash[-1]} are tracks the bridge's model was trained on; evaluate on other seeds "
+                              f"(--seed {max(before['training_seeds']) + 1} or higher)")
+        for seed in seeds:
+            env.reset(seed=seed)
+            total, steer_deg, throttle, finished = 0.0, 0.0, 0.0, False
             while True:
                 speed = car_state(env).speed * MPH_PER_UNIT
+                t0 = time.perf_counter()
                 name, reply = client.exchange(telemetry_fields(camera(env), steer_deg, throttle, speed))
+                rtt.append((time.perf_counter() - t0) * 1e3)
                 if name != "steer" or not isinstance(reply, dict):
                     bad_replies += 1
                     steer, throttle = 0.0, 0.0
@@ -106,12 +133,41 @@ def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
                     throttle = float(reply["throttle"])
                 steer_deg = steer * STEER_DEG
                 action = np.array([steer, max(0.0, throttle), max(0.0, -throttle)], dtype=np.float32)
-                _, reward, term, trunc, _ = env.step(action)
+                _, reward, term, trunc, info = env.step(action)
                 total += float(reward)
+                finished = finished or bool(info.get("lap_finished", False))
                 if term or trunc:
                     break
-            returns.append(total)
+            u = env.unwrapped
+            episodes.append({"seed": seed, "return": total, "lap_finished": finished, "tiles": u.tile_visited_count / max(1, len(u.track))})
+        bridge = client.request(STATS_EVENT)
     finally:
         client.close()
         env.close()
-    return {"returns": returns, "unexpected_replies": bad_replies}
+    returns = [e["return"] for e in episodes]
+    return {
+        **summarize(returns),
+        "finished_share": float(np.mean([e["lap_finished"] for e in episodes])),
+        "tiles_share": float(np.mean([e["tiles"] for e in episodes])),
+        "seeds": seeds, "returns": returns, "episodes_detail": episodes,
+        "unexpected_replies": bad_replies,
+        "round_trip_p50_ms": float(np.percentile(rtt, 50)), "round_trip_p99_ms": float(np.percentile(rtt, 99)),
+        "bridge": {k: v for k, v in bridge.items() if k != "training_seeds"},
+        "solved_threshold": SOLVED,
+    }
+
+
+def to_markdown(r: dict[str, Any]) -> str:
+    """The drive's figures as a Markdown table, the bridge's view beside them."""
+    b = r["bridge"]
+    lines = [
+        "| episodes | mean ± std | min | 95 % CI | laps finished | tiles | round trip p50 / p99 ms | bridge p50 / p99 ms | bridge frames | bad telemetry |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| {r['episodes']} | {r['mean_return']:.1f} ± {r['std_return']:.1f} | {r['min_return']:.1f} | "
+        + (f"[{r['ci95_low']:.1f}, {r['ci95_high']:.1f}]" if r["episodes"] > 1 else "-")
+        + f" | {r['finished_share']:.0%} | {r['tiles_share']:.1%} | {r['round_trip_p50_ms']:.1f} / {r['round_trip_p99_ms']:.1f} "
+        f"| {b.get('p50_ms', float('nan')):.1f} / {b.get('p99_ms', float('nan')):.1f} | {b.get('frames', 0)} | {b.get('bad') or 'none'} |",
+        "",
+        "returns by seed: " + ", ".join(f"{s}: {x:.1f}" for s, x in zip(r["seeds"], r["returns"])),
+    ]
+    return "\n".join(lines)

@@ -211,7 +211,7 @@ class _SimulatorServer(socketio.Server):
 class DriveBridge:
     """Owns the server, the policy, the controller, the statistics and the recorder."""
 
-    def __init__(self, policy: Any, cfg: BridgeConfig, out: Any = sys.stderr) -> None:
+    def __init__(self, policy: Any, cfg: BridgeConfig, out: Any = sys.stderr, training_seeds: list[int] | None = None) -> None:
         patches.apply()
         policy.select_action(np.zeros(FRAME_SHAPE, np.uint8))  # warm-up: the first inference is slow
         self.policy, self.cfg, self.out = policy, cfg, out
@@ -223,7 +223,9 @@ class DriveBridge:
         self.latencies: deque[float] = deque(maxlen=2000)  # ms, the most recent replies
         self.bad: Counter[str] = Counter()
         self.frames = 0
+        self.training_seeds = list(training_seeds or [])  # tracks the model was trained on (stand-in recordings)
         self.sio.on("connect", self._connect)
+        self.sio.on("nacdrive_stats", self._stats)
         self.sio.on("disconnect", self._disconnect)
         self.sio.on("telemetry", self._telemetry)
 
@@ -298,6 +300,14 @@ class DriveBridge:
         self.latencies.append((time.perf_counter() - t0) * 1e3)
         if self.recorder is not None:
             self.recorder.add(tel.jpeg, steer, throttle, tel.speed)
+
+    def _stats(self, sid: str, data: Any = None) -> None:
+        """The bridge's figures, for the stand-in simulator's report (never sent by the real simulator)."""
+        lat = np.asarray(self.latencies) if self.latencies else np.zeros(1)
+        self.sio.emit("nacdrive_stats", {
+            "frames": self.frames, "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
+            "bad": dict(self.bad), "training_seeds": self.training_seeds,
+        }, to=sid)
 
     # ------------------------------------------------------------------ status and serving
     def status(self, fps: float) -> str:

@@ -79,6 +79,15 @@ class UnityLikeClient:
                 return name, args[0] if args else None
             # "40{...}" (the server taking us as connected) and anything else: skip
 
+    def request(self, event: str) -> dict[str, Any]:
+        """Emit `event` with no data and return the payload of the same-named reply (a stand-in
+        extension: the real simulator only ever sends telemetry)."""
+        self.ws.send("42" + json.dumps([event, {}]))
+        while True:
+            name, data = self.receive_event()
+            if name == event:
+                return data or {}
+
     def exchange(self, fields: Any) -> tuple[str, Any]:
         self.send_telemetry(fields)
         return self.receive_event()

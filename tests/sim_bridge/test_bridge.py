@@ -1,6 +1,7 @@
 """The live bridge, against a client that behaves as the simulator's Unity client and against a
 standard python-socketio client."""
 
+import json
 import os
 import subprocess
 import sys
@@ -215,14 +216,21 @@ def test_the_stand_in_simulator_closes_the_loop(tmp_path):
     port = free_port()
     drive = subprocess.Popen([sys.executable, "-m", "scripts.cli", "drive", str(run), "--port", str(port)],
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = tmp_path / "drive.json"
     try:
-        r = subprocess.run([sys.executable, "-m", "scripts.cli", "sim", "--port", str(port), "--max-steps", "30"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        refused = subprocess.run([sys.executable, "-m", "scripts.cli", "sim", "--port", str(port), "--max-steps", "30"],
+                                 cwd=ROOT, capture_output=True, text=True, timeout=120)
+        r = subprocess.run([sys.executable, "-m", "scripts.cli", "sim", "--port", str(port), "--max-steps", "30", "--seed", "20002",
+                            "--episodes", "2", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     finally:
         drive.terminate()
         drive.communicate(timeout=20)
+    assert refused.returncode == 2 and "trained on" in refused.stderr  # 20000 is a recorded track
     assert r.returncode == 0, r.stderr
-    assert "unexpected replies 0" in r.stdout
+    assert "unexpected replies 0" in r.stdout and "| 2 |" in r.stdout
+    got = json.loads(out.read_text())
+    assert got["seeds"] == [20002, 20003] and len(got["returns"]) == 2 and got["episodes"] == 2
+    assert got["bridge"]["frames"] == 60 and got["bridge"]["bad"] == {} and 0 < got["round_trip_p50_ms"] <= got["round_trip_p99_ms"]
 
 
 def test_bench_bridge_measures_round_trips_and_memory(tmp_path):
