@@ -165,6 +165,8 @@ def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000
         for g in agg:
             agg[g]["laps_finished"] = mats[g]["laps"]
             agg[g]["run_keys"] = mats[g]["runs"]
+            acc = [study["runs"][k]["val_accuracy"] for k in mats[g]["runs"] if study["runs"].get(k, {}).get("val_accuracy") is not None]
+            agg[g]["val_accuracy"] = [float(a) for a in acc]  # offline: the action class of held-out expert frames
         learned = {g: s for g, s in scores.items() if g != EXPERT}
         entry: dict[str, Any] = {"aggregates": agg}
         if level == CLEAN and learned:
@@ -182,6 +184,12 @@ def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000
     figures = _plots(result, out)
     (out / "report.md").write_text(_markdown(study, result, figures))
     return result
+
+
+def _fmt_acc(acc: list[float] | None) -> str:
+    if not acc:
+        return "-"
+    return f"{np.mean(acc):.1%}" + (f" ± {np.std(acc, ddof=1):.1%}" if len(acc) > 1 else "")
 
 
 def _fmt_ci(v: float, ci: list[float] | None) -> str:
@@ -206,13 +214,14 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
     ]
     for level, entry in result["levels"].items():
         lines += [f"## {'Clean' if level == CLEAN else 'Perturbation ' + level}", "",
-                  "| group | runs x episodes | IQM [95 % CI] | mean [95 % CI] | worst run's mean | run means | worst episode | laps finished |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| group | runs x episodes | IQM [95 % CI] | mean [95 % CI] | worst run's mean | run means | worst episode | laps finished | offline accuracy |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         rows = sorted(entry["aggregates"].items(), key=lambda kv: (kv[0] == EXPERT, -kv[1]["iqm"]))
         for g, a in rows:
             lines.append(
                 f"| {g} | {a['runs']} x {a['episodes']} | {_fmt_ci(a['iqm'], a['iqm_ci'])} | {_fmt_ci(a['mean'], a['mean_ci'])} "
-                f"| {a['worst_run_mean']:.1f} | {', '.join(f'{m:.0f}' for m in a['run_means'])} | {a['min_episode']:.1f} | {a['laps_finished']:.0%} |"
+                f"| {a['worst_run_mean']:.1f} | {', '.join(f'{m:.0f}' for m in a['run_means'])} | {a['min_episode']:.1f} | {a['laps_finished']:.0%} "
+                f"| {_fmt_acc(a.get('val_accuracy'))} |"
             )
         if entry["improvement"]:
             lines += ["", "| comparison | P(X > Y) [95 % CI] |", "|---|---|"]
