@@ -106,6 +106,13 @@ def explain(cfg: ExplainConfig) -> dict[str, Any]:
         "run": cfg.run, "seed": cfg.seed, "steps": step, "return": total, "head": policy.cfg.head,
         "agreement_with_expert": float((cls == exp_cls).mean()),
     }
+    if policy.continuous:  # how the policy's actions differ from the expert's on the frames it drove
+        pa, ea = np.asarray(taken, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+        summary["actions"] = {
+            who: {"steer_abs_mean": float(np.abs(a[:, 0]).mean()), "gas_mean": float(a[:, 1].mean()), "brake_mean": float(a[:, 2].mean()),
+                  "braking_share": float((a[:, 2] > 0.05).mean())}
+            for who, a in (("policy", pa), ("expert", ea))
+        }
     if details:
         stacked = {k: np.stack([d[k] for d in details]) for k in details[0]}  # (T, H)
         for name in ("phi", "omega_tau", "logits"):
@@ -225,6 +232,13 @@ def _markdown(s: dict[str, Any], figures: dict[str, str]) -> str:
         "- `actions.png`: how often the policy took each action class, beside what the expert would have done on "
         "the same frames (continuous actions are classed by what they do most: brake, steer, gas).",
     ]
+    if "actions" in s:
+        a = s["actions"]
+        lines += [
+            "",
+            "| on the frames the policy drove | mean abs(steer) | mean gas | mean brake | steps braking (> 0.05) |",
+            "|---|---|---|---|---|",
+        ] + [f"| {who} | {v['steer_abs_mean']:.3f} | {v['gas_mean']:.3f} | {v['brake_mean']:.3f} | {v['braking_share']:.1%} |" for who, v in a.items()] + [""]
     if "saliency.png" in figures:
         lines.append("- `saliency.png`: Grad-CAM maps (captum LayerGradCam, CNN's last convolution) of the chosen "
                      "output on evenly spaced frames; red is where the decision is most sensitive.")

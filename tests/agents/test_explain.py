@@ -36,3 +36,15 @@ def test_recurrent_policies_get_no_gate_figures(tmp_path):
     r = explain(ExplainConfig(run=_run(tmp_path, "gru"), out=str(tmp_path / "fig"), seed=5, max_steps=20, saliency_frames=2))
     assert sorted(p.split("/")[-1] for p in r["figures"]) == ["actions.png", "saliency.png"]
     assert "not a NAC head" in (tmp_path / "fig" / "explain.md").read_text()
+
+
+def test_continuous_policies_get_their_actions_beside_the_experts(tmp_path):
+    torch.manual_seed(0)
+    DrivingNet(DrivingNetConfig(head="gru", window=3, action_space="continuous")).save(tmp_path / "c", "best", {"train": {}})
+    explain(ExplainConfig(run=str(tmp_path / "c"), out=str(tmp_path / "fig"), seed=5, max_steps=25, saliency_frames=1))
+    summary = json.loads((tmp_path / "fig" / "explain.json").read_text())
+    for who in ("policy", "expert"):
+        a = summary["actions"][who]
+        assert 0 <= a["gas_mean"] <= 1 and 0 <= a["brake_mean"] <= 1 and 0 <= a["braking_share"] <= 1
+    assert summary["actions"]["policy"] != summary["actions"]["expert"]  # an untrained policy does not drive like the expert
+    assert "steps braking" in (tmp_path / "fig" / "explain.md").read_text()
