@@ -264,7 +264,7 @@ class CarRacingTask:
         self.balance = cfg.balance if cfg.balance != "auto" else ("weights" if net_cfg.action_space == "discrete" else "none")
         self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if self.balance == "sampler" else None)
         self.seed = cfg.seed
-        self.stride_jitter = cfg.stride_jitter
+        self.stride_jitter, self.regular_share = cfg.stride_jitter, cfg.regular_share
         self.loss_kind = cfg.loss
         self.label = net_cfg.head
         self.extra = {"train": asdict(cfg), "data": _data_summary(demos, train_keys, val_keys)}
@@ -282,7 +282,7 @@ class CarRacingTask:
         back = None
         if self.stride_jitter > 1:  # the timing a policy meets when frames arrive irregularly
             rng = np.random.default_rng([self.seed, epoch, b])
-            back = jittered_back(len(rows), self.train_windows.window, self.stride_jitter, rng)
+            back = jittered_back(len(rows), self.train_windows.window, self.stride_jitter, rng, self.regular_share)
         return self.batches.batch(rows, device, back)
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:

@@ -77,10 +77,13 @@ class FrameWindows(Dataset):
         }
 
 
-def jittered_back(n: int, window: int, max_gap: int, rng: np.random.Generator) -> np.ndarray:
+def jittered_back(n: int, window: int, max_gap: int, rng: np.random.Generator, regular_share: float = 0.0) -> np.ndarray:
     """(n, window) steps back from the last frame, with gaps between frames drawn from 1..max_gap
-    (windows as a policy sees them when frames arrive at irregular times)."""
+    (windows as a policy sees them when frames arrive at irregular times); a `regular_share` of
+    the windows keeps gaps of 1 (the clean stream), so that training on both keeps clean driving."""
     gaps = rng.integers(1, max_gap + 1, size=(n, window - 1))
+    if regular_share > 0:
+        gaps[rng.random(n) < regular_share] = 1
     back = np.concatenate([np.cumsum(gaps[:, ::-1], axis=1)[:, ::-1], np.zeros((n, 1), np.int64)], axis=1)
     return back
 

@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stride-jitter", type=positive_int, default=1, metavar="J",
                    help="draw each gap between a window's frames from 1..J steps (true timestamps kept), so that timed heads "
                    "learn the irregular timing of dropped or jittered frames (default 1: regular)")
+    p.add_argument("--regular-share", type=float, default=0.0, metavar="P",
+                   help="with --stride-jitter: this share of windows keeps regular gaps (default 0; a mix keeps clean driving)")
     p.add_argument("--epochs", type=positive_int, help="passes over the training windows (default 10; no limit with --minutes)")
     p.add_argument("--minutes", type=positive_float, help="stop after this many minutes of training")
     p.add_argument("--batch-size", type=positive_int, default=32, help="windows per step (default 32)")
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if args.nac:
         net["nac"] = dict(args.nac)
     cfg = TrainConfig(
-        data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter,
+        data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter, regular_share=args.regular_share,
         epochs=args.epochs, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr, chunk=args.chunk,
         balance=args.balance, loss=args.loss, val_fraction=args.val_fraction, folds=args.folds, device=args.device,
         seed=args.seed, net=net, init_from=args.init_from,

@@ -43,3 +43,16 @@ def test_splits_keep_episodes_on_one_side():
     assert all(not set(t) & set(v) for t, v in folds)
     with pytest.raises(DataError, match="--folds must be between 2"):
         kfold_by_episode(seeds, 11)
+
+
+def test_jittered_windows_keep_a_regular_share():
+    from datasets.windows import jittered_back
+
+    rng = np.random.default_rng(0)
+    mixed = jittered_back(4000, 8, 3, rng, regular_share=0.4)
+    regular = (np.diff(mixed[:, ::-1], axis=1) == 1).all(axis=1)  # every gap 1
+    # all-regular by chance under 1..3 gaps is (1/3)^7 = 0.05 %: the share is the one asked for
+    assert 0.36 < regular.mean() < 0.44
+    assert set(np.unique(np.diff(mixed[~regular][:, ::-1], axis=1))) == {1, 2, 3}
+    plain = jittered_back(4000, 8, 3, np.random.default_rng(0))
+    assert (np.diff(plain[:, ::-1], axis=1) == 1).all(axis=1).mean() < 0.01
