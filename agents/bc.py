@@ -30,6 +30,8 @@ from nac.config import ConfigError
 CLASSES = ("noop", "right", "left", "gas", "brake")  # what a step does, in either action space
 
 
+BRAKE_ON = 0.1  # a continuous brake above this counts as braking (the action classes and the brake gate)
+
 def net_config(cfg: TrainConfig, action_space: str) -> DrivingNetConfig:
     return DrivingNetConfig.from_dict(
         {**cfg.net, "head": cfg.head, "window": cfg.window, "frame_stride": cfg.frame_stride, "action_space": action_space}
@@ -47,7 +49,7 @@ def action_classes(actions: np.ndarray) -> np.ndarray:
     cls[gas > 0.1] = 3
     cls[steer < -0.1] = 2  # CarRacing: negative steer turns left
     cls[steer > 0.1] = 1
-    cls[brake > 0.1] = 4
+    cls[brake > BRAKE_ON] = 4
     return cls
 
 
@@ -140,12 +142,22 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         labels = batch["actions"].long()
         per_row = F.cross_entropy(raw.float(), labels, reduction="none")
         correct = raw.argmax(-1) == labels
+    elif net.config.brake_gate:
+        # whether to brake: cross-entropy on (expert brake > BRAKE_ON); how hard: the error of the
+        # brake output on the rows where the expert brakes; steer and gas as without the gate
+        raw = raw.float()
+        target = batch["actions"].float()
+        on = (target[:, 2] > BRAKE_ON).float()
+        soft = torch.cat([torch.tanh(raw[:, :1]), torch.sigmoid(raw[:, 1:3])], -1)
+        err = soft - target
+        err = torch.cat([err[:, :2], err[:, 2:3] * on[:, None]], -1)
+        per_row = (err**2 if loss == "mse" else err.abs()).mean(-1) + F.binary_cross_entropy_with_logits(raw[:, 3], on, reduction="none")
     else:
-        pred = net.squash(raw.float())
-        err = pred - batch["actions"].float()
+        err = net.squash(raw.float()) - batch["actions"].float()
         per_row = (err**2 if loss == "mse" else err.abs()).mean(-1)
-        pred_cls = torch.from_numpy(action_classes(pred.detach().cpu().numpy())).to(raw.device)
-        correct = pred_cls == batch["classes"]
+    if net.config.action_space == "continuous":
+        pred = net.squash(raw.float())
+        correct = torch.from_numpy(action_classes(pred.detach().cpu().numpy())).to(raw.device) == batch["classes"]
     if weights is not None:
         per_row = per_row * weights[batch["classes"]]
     return per_row, correct

@@ -43,6 +43,8 @@ class DrivingNetConfig(ConfigDict):
     dropout: float = 0.2  # after each conv layer and the dense layer (training only)
     use_time: bool = True  # give heads that accept time (nac, ctrnn, cfc, ltc) each frame's time
     time_unit: float = 1.0 / 50  # seconds per unit of head time (one CarRacing step at 50 FPS)
+    brake_gate: bool = False  # continuous: a fourth output decides whether to brake at all (the expert brakes in rare, hard
+    # pulses; one regressed brake learns their mean, a small brake on every step); the brake output is then how hard
 
     def __post_init__(self) -> None:
         need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
@@ -52,11 +54,12 @@ class DrivingNetConfig(ConfigDict):
         need(self.frame_size >= 32, f"frame_size must be >= 32 (got {self.frame_size})")
         need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
         need(self.time_unit > 0, f"time_unit must be > 0 (got {self.time_unit})")
+        need(not self.brake_gate or self.action_space == "continuous", "brake_gate is for continuous actions")
         self.head_config()  # validate the head options now, with the head's own messages
 
     @property
     def outputs(self) -> int:
-        return DISCRETE_ACTIONS if self.action_space == "discrete" else CONTINUOUS_ACTIONS
+        return DISCRETE_ACTIONS if self.action_space == "discrete" else CONTINUOUS_ACTIONS + int(self.brake_gate)
 
     @property
     def span(self) -> int:
@@ -90,7 +93,7 @@ class DrivingNet(nn.Module):
     """frames (B, W, H, W, 3) uint8 [+ timestamps (B, W) seconds] -> action outputs (B, A).
 
     Discrete: logits over the 5 actions. Continuous: steer in (-1, 1) (tanh), gas and brake in
-    (0, 1) (sigmoid).
+    (0, 1) (sigmoid); with brake_gate a fourth output is the logit of braking at all.
     """
 
     def __init__(self, config: DrivingNetConfig) -> None:
@@ -140,8 +143,12 @@ class DrivingNet(nn.Module):
         return self.decide(feats, timestamps)
 
     def squash(self, raw: Tensor) -> Tensor:
-        """Continuous outputs into the action ranges (steer tanh, gas / brake sigmoid)."""
-        return torch.cat([torch.tanh(raw[..., :1]), torch.sigmoid(raw[..., 1:])], -1)
+        """Continuous outputs into the action (..., 3): steer tanh, gas / brake sigmoid; with
+        brake_gate the brake is applied only where the gate's logit is positive."""
+        action = torch.cat([torch.tanh(raw[..., :1]), torch.sigmoid(raw[..., 1:3])], -1)
+        if self.config.brake_gate:
+            action = torch.cat([action[..., :2], action[..., 2:3] * (raw[..., 3:4] > 0)], -1)
+        return action
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path, name: str = "model", extra: dict[str, Any] | None = None) -> None:

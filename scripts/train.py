@@ -57,6 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num-heads", type=positive_int, help="attention heads for nac / mha (default 16; udacity 20)")
     p.add_argument("--nac", type=key_value, action="append", default=[], metavar="KEY=VALUE", help="NAC option, e.g. topk=8 mode=euler")
     p.add_argument("--no-time", action="store_true", help="do not give heads the frames' timestamps")
+    p.add_argument("--brake-gate", action="store_true", help="continuous actions: a fourth output decides whether to brake at all "
+                   "(cross-entropy), the brake output how hard (fitted where the expert brakes)")
     p.add_argument("--init-from", metavar="RUN", help="start from this run's best weights (same network)")
     p.add_argument("--resume", action="store_true", help="continue the interrupted (or finished, with a larger budget) run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -70,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     net: dict[str, Any] = {k: v for k, v in (("d_model", args.d_model), ("num_heads", args.num_heads)) if v is not None}
     if args.task == "carracing":
         net["use_time"] = not args.no_time
+        if args.brake_gate:
+            net["brake_gate"] = True
     if args.nac:
         net["nac"] = dict(args.nac)
     cfg = TrainConfig(

@@ -198,3 +198,23 @@ def test_the_l1_loss_is_the_mean_absolute_error():
     assert torch.allclose(mse, ((pred - target) ** 2).mean(-1)) and torch.allclose(l1, (pred - target).abs().mean(-1))
     with pytest.raises(ConfigError, match="loss must be one of"):
         TrainConfig(data=["x"], out="y", loss="huber")
+
+
+def test_the_brake_gate_brakes_only_where_its_logit_says():
+    from nac.driving import DrivingNet, DrivingNetConfig
+
+    net = DrivingNet(DrivingNetConfig(head="gru", action_space="continuous", window=2, brake_gate=True))
+    assert net.out.out_features == 4
+    raw = torch.tensor([[0.0, 0.0, 2.0, -1.0], [0.0, 0.0, 2.0, 1.0]])  # the same brake output, the gate off / on
+    act = net.squash(raw)
+    assert act.shape == (2, 3) and act[0, 2] == 0 and act[1, 2] == pytest.approx(torch.sigmoid(torch.tensor(2.0)).item())
+    # the loss: cross-entropy of the gate against (brake > BRAKE_ON), the brake's error only where the expert brakes
+    target = torch.tensor([[0.0, 0.5, 0.0], [0.0, 0.5, 0.8]])
+    batch = {"actions": target, "classes": torch.from_numpy(action_classes(target.numpy()))}
+    per_row, _ = bc.loss_terms(net, raw, batch, None)
+    soft = torch.sigmoid(torch.tensor(2.0))
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(torch.tensor([-1.0, 1.0]), torch.tensor([0.0, 1.0]), reduction="none")
+    expected = torch.stack([torch.tensor(0.0), (soft - 0.8) ** 2]) / 3 + bce
+    assert torch.allclose(per_row, expected, atol=1e-6)
+    with pytest.raises(ConfigError, match="brake_gate is for continuous"):
+        DrivingNetConfig(head="gru", brake_gate=True)
