@@ -247,10 +247,7 @@ def robustness_plot(rows: list[dict[str, Any]], path: str | Path) -> list[str]:
         for run, pts in runs.items():
             x, m, lo, hi = zip(*pts)
             ax.errorbar(x, m, yerr=[np.subtract(m, lo), np.subtract(hi, m)], marker="o", capsize=3, label=f"{heads[run]} ({Path(run).name})")
-        ax.set_xlabel(f"{kind} level")
-        ax.set_ylabel("mean return (95 % CI)")
-        ax.set_title(kind)
-        ax.grid(alpha=0.3)
+        perturb.level_panel(ax, kind, "mean return (95 % CI)")
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -138,3 +138,11 @@ class PerturbedPolicy:
         if name == "action-noise" and self.rng.random() < level:
             return self._random_action()
         return action
+
+
+def level_panel(ax: Any, kind: str, ylabel: str) -> None:
+    """One panel of a return-against-perturbation-level figure (evaluate's and a study's)."""
+    ax.set_xlabel(f"{kind} level")
+    ax.set_ylabel(ylabel)
+    ax.set_title(kind)
+    ax.grid(alpha=0.3)

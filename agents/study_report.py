@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.perturb import level_panel
 from nac.checkpoint import write_json
 from nac.config import ConfigError
 
@@ -306,10 +307,7 @@ def _plots(result: dict[str, Any], out: Path) -> list[str]:
                 lo = [p[1]["iqm_ci"][0] if p[1]["iqm_ci"] else p[1]["iqm"] for p in pts]
                 hi = [p[1]["iqm_ci"][1] if p[1]["iqm_ci"] else p[1]["iqm"] for p in pts]
                 ax.fill_between(x, lo, hi, alpha=0.2, color=f"C{i}")
-            ax.set_xlabel(f"{kind} level")
-            ax.set_ylabel("IQM return (95 % CI)")
-            ax.set_title(kind)
-            ax.grid(alpha=0.3)
+            level_panel(ax, kind, "IQM return (95 % CI)")
         axes[0][0].legend(fontsize=8)
         fig.tight_layout()
         files.append(_save(fig, out / "levels.png", plt))

@@ -170,3 +170,26 @@ def test_the_ray_path_gives_the_same_study(process_study, tmp_path):
     by_key = lambda d: {(e["run"], e["level"], e["episode_seed"]): e["return"] for e in d["episodes"]}
     assert by_key(got) == by_key(data)
     assert {k: r["val_loss"] for k, r in got["runs"].items()} == {k: r["val_loss"] for k, r in data["runs"].items()}
+
+
+def test_the_report_states_levels_and_improvement_from_a_hand_made_study(tmp_path):
+    rng = np.random.default_rng(0)
+    episodes = []
+    for head, offset in (("nac", 0.0), ("lstm", -300.0)):
+        for seed in (0, 1):
+            for level, drop in (("none", 0.0), ("drop=0.4", 200.0)):
+                for s in range(100, 104):
+                    episodes.append({"run": f"base/{head}/seed{seed}", "variant": "base", "head": head, "seed": seed, "level": level,
+                                     "episode_seed": s, "return": 900.0 + offset - drop + rng.normal(0, 5), "lap_finished": offset == 0})
+    runs = {e["run"]: {"done": True, "val_accuracy": 0.88} for e in episodes}
+    config = {"heads": ["nac", "lstm"], "seeds": 2, "first_seed": 0, "variants": {"base": {}}, "demos": 3, "continuous": True,
+              "expert": "track", "episodes": 4, "seed_start": 100, "levels": ["none", "drop=0.4"]}
+    (tmp_path / "study.json").write_text(json.dumps({"format": "nacdrive-study/1", "config": config, "runs": runs, "episodes": episodes}))
+    r = build(tmp_path, reps=100)
+    assert set(r["levels"]) == {"none", "drop=0.4"}
+    clean, dropped = r["levels"]["none"]["aggregates"], r["levels"]["drop=0.4"]["aggregates"]
+    assert clean["nac"]["iqm"] == pytest.approx(900, abs=5) and dropped["nac"]["iqm"] == pytest.approx(700, abs=5)
+    assert r["levels"]["none"]["improvement"]["nac > lstm"]["p"] == pytest.approx(1.0)
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "## Perturbation drop=0.4" in text and "88.0%" in text
+    assert (tmp_path / "report" / "levels.png").stat().st_size > 1000 and (tmp_path / "report" / "profiles.png").is_file()
