@@ -227,7 +227,7 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
         if entry["improvement"]:
             lines += ["", "| comparison | P(X > Y) [95 % CI] |", "|---|---|"]
             for name, p in entry["improvement"].items():
-                ci = f" [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]" if p["ci"] else " (one run each: no interval)"
+                ci = f" [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]" if p["ci"] else " (one training run on a side: no interval)"
                 lines.append(f"| {name} | {p['p']:.2f}{ci} |")
         lines.append("")
     if figures:
