@@ -148,8 +148,7 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         raw = raw.float()
         target = batch["actions"].float()
         on = (target[:, 2] > BRAKE_ON).float()
-        soft = torch.cat([torch.tanh(raw[:, :1]), torch.sigmoid(raw[:, 1:3])], -1)
-        err = soft - target
+        err = net.squash(raw, gated=False) - target
         err = torch.cat([err[:, :2], err[:, 2:3] * on[:, None]], -1)
         per_row = (err**2 if loss == "mse" else err.abs()).mean(-1) + F.binary_cross_entropy_with_logits(raw[:, 3], on, reduction="none")
     else:

@@ -44,7 +44,7 @@ class EvaluateConfig:
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
         need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
-        if self.perturb is not None and self.perturb.strip() == "none":
+        if self.perturb is not None and self.perturb.strip() == perturb.CLEAN:
             self.perturb = None  # "none" names the clean level in a sweep
         if self.perturb is not None:
             perturb.parse(self.perturb)  # a clear error now, not in a worker
@@ -126,7 +126,7 @@ def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: l
         "action_space": info.action_space,
         "weights": cfg.weights,
         "actions": "mean" if info.action_space == "continuous" else "sampled" if cfg.sample else "argmax",
-        "perturbation": cfg.perturb or "none",
+        "perturbation": cfg.perturb or perturb.CLEAN,
         **summarize(r.episode_return for r in results),
         "finished_share": float(np.mean([r.lap_finished for r in results])) if results else 0.0,
         "tiles_share": float(np.mean([r.tiles_visited for r in results])) if results else 0.0,
@@ -216,15 +216,15 @@ def robustness_points(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[tu
     """{kind: {run: [(level, mean, ci95 low, ci95 high), ...] sorted by level}} of the learned
     rows; a clean row ("none") is level 0 of every kind, unless that kind was run at 0 itself."""
     learned = [r for r in rows if not r.get("reference")]
-    kinds = sorted({r["perturbation"].split("=")[0] for r in learned} - {"none"})
+    kinds = sorted({r["perturbation"].split("=")[0] for r in learned} - {perturb.CLEAN})
     points: dict[str, dict[str, list[tuple[float, float, float, float]]]] = {}
     for kind in kinds:
         for run in sorted({r["run"] for r in learned}):
             at: dict[float, dict[str, Any]] = {}
-            for r in sorted(learned, key=lambda r: r["perturbation"] != "none"):  # an explicit level 0 wins
+            for r in sorted(learned, key=lambda r: r["perturbation"] != perturb.CLEAN):  # an explicit level 0 wins
                 name, _, value = r["perturbation"].partition("=")
-                if r["run"] == run and name in ("none", kind):
-                    at[0.0 if name == "none" else float(value)] = r
+                if r["run"] == run and name in (perturb.CLEAN, kind):
+                    at[0.0 if name == perturb.CLEAN else float(value)] = r
             if at:
                 points.setdefault(kind, {})[run] = sorted((x, r["mean_return"], r["ci95_low"], r["ci95_high"]) for x, r in at.items())
     return points

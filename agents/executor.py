@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterator
 
 from nac.config import ConfigError, need
@@ -47,7 +47,6 @@ class ExecutorConfig:
     workers: int = 0  # local processes; 0 = up to 2, 1 = in this process
     ray: str | None = None  # Ray cluster address ("auto", "ray://host:10001"), "local" for a new local instance; None: no Ray
     retries: int = 2  # a task whose worker died is run again up to this many times
-    ray_init: dict[str, Any] = field(default_factory=dict)  # more ray.init arguments (tests: num_cpus)
 
     def __post_init__(self) -> None:
         need(self.workers >= 0, f"workers must be >= 0 (got {self.workers})")
@@ -56,6 +55,8 @@ class ExecutorConfig:
 
 class Executor:
     """Submit tasks, then iterate `results()` to receive (key, result) as each finishes."""
+
+    capacity: int = 1  # tasks that run at once; a caller that schedules its own queue keeps this many submitted
 
     def submit(self, task: Task) -> None:
         raise NotImplementedError
@@ -110,7 +111,7 @@ class ProcessExecutor(Executor):
     """Local worker processes; a broken pool is rebuilt and its unfinished tasks resubmitted."""
 
     def __init__(self, workers: int, retries: int) -> None:
-        self.workers, self.retries = workers, retries
+        self.workers, self.retries, self.capacity = workers, retries, workers
         self.pool = ProcessPoolExecutor(max_workers=workers)
         self.running: dict[Future, Task] = {}
 
@@ -154,7 +155,9 @@ class ProcessExecutor(Executor):
 class RayExecutor(Executor):
     """Ray tasks: resources declared per task, retried by Ray when a worker or node is lost."""
 
-    def __init__(self, address: str, retries: int, init: dict[str, Any]) -> None:
+    capacity = 10_000  # Ray queues and schedules by the declared resources: submit everything
+
+    def __init__(self, address: str, retries: int) -> None:
         try:
             import ray
         except ImportError:
@@ -162,9 +165,8 @@ class RayExecutor(Executor):
         self.ray = ray
         if not ray.is_initialized():
             _check_reachable(address)
-            kwargs = {"include_dashboard": False, "log_to_driver": False, **init}
             try:
-                ray.init(address=None if address == "local" else address, **kwargs)
+                ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise ConfigError(f"cannot reach the Ray cluster at {address!r} ({exc}); start one with 'ray start --head' "
                                   "and give its address, or --ray alone for a local instance") from None
@@ -217,7 +219,7 @@ def _call(fn: Callable[[Any], Any], arg: Any) -> Any:
 def make_executor(cfg: ExecutorConfig, tasks: int | None = None) -> Executor:
     """The executor `cfg` names; with `tasks` known, never more local workers than tasks."""
     if cfg.ray is not None:
-        return RayExecutor(cfg.ray, cfg.retries, cfg.ray_init)
+        return RayExecutor(cfg.ray, cfg.retries)
     workers = cfg.workers or default_workers()
     if tasks is not None:
         workers = min(workers, max(1, tasks))

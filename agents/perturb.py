@@ -50,6 +50,9 @@ class Perturbation:
         return f"{self.name}={self.level:g}"
 
 
+CLEAN = "none"  # the name of the clean level in a sweep of levels
+
+
 def parse(text: str) -> Perturbation:
     """"drop=0.2" -> Perturbation("drop", 0.2); a clear error naming what is allowed."""
     name, sep, value = text.partition("=")

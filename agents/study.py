@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -32,7 +33,7 @@ from agents.collect import CollectConfig, collect
 from agents.dagger import FIRST_SEED, DaggerConfig, dagger
 from agents.env import EPISODE_STEPS
 from agents.evaluate import describe_run, drive
-from agents.executor import ExecutorConfig, RayExecutor, Task, default_workers, make_executor
+from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.tasks import train
 from agents.training import LOSSES, TrainConfig
@@ -43,7 +44,7 @@ from nac.heads import HEADS
 
 FORMAT = "nacdrive-study/1"
 STUDY_FILE = "study.json"
-CLEAN = "none"
+CLEAN = perturb.CLEAN
 
 
 @dataclass
@@ -139,9 +140,6 @@ class StudyConfig:
         need(len(set(self.levels)) == len(self.levels), "a level is given twice")
         need(self.max_steps >= 1, "max_steps must be >= 1")
 
-    def recipe(self, variant: str) -> Recipe:
-        return Recipe.from_dict(self.variants[variant])
-
     def runs(self) -> list[dict[str, Any]]:
         """Every run of the grid, seed-major: the first seed of every head comes first, so that
         an interrupted study has comparable runs of every head rather than all runs of one."""
@@ -174,7 +172,7 @@ def _quiet_bars() -> Iterator[None]:
 def train_run(job: dict[str, Any]) -> dict[str, Any]:
     """One training run of the grid, to its end (a task): behaviour cloning, then DAgger, each
     resumed from its own state if an earlier attempt was interrupted. Returns the run's figures."""
-    torch.set_num_threads(max(1, int(job.get("threads", 1))))
+    torch.set_num_threads(1)  # one task, one core
     run, recipe = Path(job["path"]), Recipe.from_dict(job["recipe"])
     started = time.monotonic()
     net = {"use_time": True, **recipe.net}
@@ -186,8 +184,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
         state = run / "train_state.json"
         if not state.is_file():
             if run.exists():  # a start that died before its first checkpoint: nothing worth keeping
-                for p in sorted(run.rglob("*"), reverse=True):
-                    p.unlink() if p.is_file() else p.rmdir()
+                shutil.rmtree(run)
             train(tc, quiet=True)
         elif not (run / "dagger.json").is_file():
             train(tc, resume=True, quiet=True)
@@ -292,10 +289,9 @@ def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
     # 2. the task list: training runs not finished, episodes not driven
     runs = cfg.runs()
     seeds = cfg.eval_seeds()
-    ex_cfg = ExecutorConfig(cfg.workers, cfg.ray)
-    executor = make_executor(ex_cfg)
+    executor = make_executor(ExecutorConfig(cfg.workers, cfg.ray))
     ray_gpus = executor.gpus_available() if isinstance(executor, RayExecutor) else 0.0
-    capacity = 10_000 if isinstance(executor, RayExecutor) else (cfg.workers or default_workers())
+    capacity = executor.capacity
 
     def episode_tasks(run: dict[str, Any]) -> list[Task]:
         path = str(cfg.run_dir(run["key"]))
@@ -360,7 +356,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
                     run = study.data["runs"][key[1]]
                     e = {"run": key[1], "variant": run["variant"], "head": run["head"], "seed": run["seed"], "level": key[2], "episode_seed": key[3], **result}
                 if study.add_episode(e):
-                    progress.driven(result)
+                    progress.driven()
             study.save()
             refill()
             progress.show(running)
@@ -404,7 +400,7 @@ class _Progress:
     def trained(self, seconds: float) -> None:
         self.train_times.append(seconds)
 
-    def driven(self, result: dict[str, Any]) -> None:
+    def driven(self) -> None:
         self.bar.update(1)
 
     def runs_done(self) -> int:  # of this grid

@@ -17,11 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from agents.perturb import level_panel
+from agents.perturb import CLEAN, level_panel
 from nac.checkpoint import write_json
 from nac.config import ConfigError
 
-CLEAN = "none"
 REFERENCE_HEAD = "nac"  # probability of improvement is stated for this head against the others
 EXPERT = "expert"
 

@@ -142,11 +142,12 @@ class DrivingNet(nn.Module):
             feats = self.encode(frames)[index]  # (B, W, F)
         return self.decide(feats, timestamps)
 
-    def squash(self, raw: Tensor) -> Tensor:
+    def squash(self, raw: Tensor, gated: bool = True) -> Tensor:
         """Continuous outputs into the action (..., 3): steer tanh, gas / brake sigmoid; with
-        brake_gate the brake is applied only where the gate's logit is positive."""
+        brake_gate the brake is applied only where the gate's logit is positive (gated=False:
+        the brake output itself, as training fits it)."""
         action = torch.cat([torch.tanh(raw[..., :1]), torch.sigmoid(raw[..., 1:3])], -1)
-        if self.config.brake_gate:
+        if self.config.brake_gate and gated:
             action = torch.cat([action[..., :2], action[..., 2:3] * (raw[..., 3:4] > 0)], -1)
         return action
 
