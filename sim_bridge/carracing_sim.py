@@ -10,6 +10,7 @@ train PilotNet on it (`train --task udacity`), drive `sim` through `drive`.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,10 +26,9 @@ from agents.experts import make_expert
 from agents.rollout import SOLVED, summarize
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
-from sim_bridge.standin import UnityLikeClient, telemetry_fields
+from sim_bridge.standin import STATS_EVENT, UnityLikeClient, telemetry_fields
 
 SEEDS_FILE = "sim_seeds.json"  # beside driving_log.csv: the tracks a recording drove, so they are never evaluation tracks
-STATS_EVENT = "nacdrive_stats"  # the stand-in asks the bridge for its figures (the real simulator never sends it)
 MPH_PER_UNIT = 0.3  # CarRacing speed (Box2D units/s, top about 100) shown like the simulator's mph (top 30)
 STEER_DEG = 25.0  # telemetry reports the wheel angle in degrees, as the simulator does
 
@@ -98,8 +98,6 @@ def recorded_seeds(folders: list[str]) -> list[int]:
     for f in folders:
         p = Path(f) / SEEDS_FILE
         if p.is_file():
-            import json
-
             seeds.update(int(s) for s in json.loads(p.read_text()).get("seeds", []))
     return sorted(seeds)
 

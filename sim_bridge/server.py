@@ -36,6 +36,7 @@ import socketio
 
 from nac.config import ConfigError, need
 from sim_bridge import patches
+from sim_bridge.standin import STATS_EVENT
 
 log = logging.getLogger("nacdrive.bridge")
 FRAME_SHAPE = (160, 320, 3)  # the simulator's centre camera
@@ -225,7 +226,7 @@ class DriveBridge:
         self.frames = 0
         self.training_seeds = list(training_seeds or [])  # tracks the model was trained on (stand-in recordings)
         self.sio.on("connect", self._connect)
-        self.sio.on("nacdrive_stats", self._stats)
+        self.sio.on(STATS_EVENT, self._stats)
         self.sio.on("disconnect", self._disconnect)
         self.sio.on("telemetry", self._telemetry)
 
@@ -238,7 +239,7 @@ class DriveBridge:
                       f"{', '.join(self.drives)} disconnects", file=self.out, flush=True)
             return False
         self.refused.discard(sid)
-        self.drives[sid] = _Drive(copy.deepcopy(self.policy), SpeedController(target=self.cfg.speed))
+        self._drive(sid)
         log.info("simulator connected (%s)", sid)
         return True
 
@@ -304,7 +305,7 @@ class DriveBridge:
     def _stats(self, sid: str, data: Any = None) -> None:
         """The bridge's figures, for the stand-in simulator's report (never sent by the real simulator)."""
         lat = np.asarray(self.latencies) if self.latencies else np.zeros(1)
-        self.sio.emit("nacdrive_stats", {
+        self.sio.emit(STATS_EVENT, {
             "frames": self.frames, "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
             "bad": dict(self.bad), "training_seeds": self.training_seeds,
         }, to=sid)

@@ -18,6 +18,8 @@ import numpy as np
 import websocket  # websocket-client: a plain WebSocket, no Socket.IO layer of its own
 
 
+STATS_EVENT = "nacdrive_stats"  # the stand-in asks the bridge for its figures (the real simulator never sends it)
+
 def encode_frame(rgb: np.ndarray, quality: int = 90) -> str:
     """(160, 320, 3) RGB -> base64 JPEG text, as the simulator sends its camera."""
     ok, jpeg = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
