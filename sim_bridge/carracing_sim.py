@@ -105,8 +105,12 @@ def recorded_seeds(folders: list[str]) -> list[int]:
 def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
     """Autonomous mode: one telemetry -> one reply per step, through the bridge. Returns the
     closed-loop statistics (as `nacdrive evaluate` gives them) and the bridge's own view."""
+    try:
+        client = UnityLikeClient(cfg.host, cfg.port)
+    except OSError as exc:  # the simulator's client waits for the server; after its timeout, say what to start
+        raise ConfigError(f"no bridge answers at {cfg.host}:{cfg.port} ({exc}); start one with 'nacdrive drive RUN' first, "
+                          "or give its --host / --port") from None
     env = make_sim_env(cfg.max_steps)
-    client = UnityLikeClient(cfg.host, cfg.port)
     seeds = list(range(cfg.seed, cfg.seed + cfg.episodes))
     episodes, bad_replies, rtt = [], 0, []
     try:

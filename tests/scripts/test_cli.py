@@ -81,6 +81,7 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["study", "--out", "/tmp/x", "--variant", "x:foo=1"], "unknown recipe field 'foo'"),
         (["study", "--report", "/nonexistent"], "/nonexistent not found"),
         (["evaluate", "agents/pretrained/nac", "--ray", "127.0.0.1:1"], "cannot reach the Ray cluster"),
+        (["sim", "--port", "1"], "no bridge answers at 127.0.0.1:1"),
     ],
 )
 def test_bad_training_and_evaluation_input_is_one_line(argv, expected):
