@@ -277,17 +277,17 @@ def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
     study = StudyFile(cfg)
     study.save()
 
-    # 1. one demonstration set for every run
+    # 1. one demonstration set for every run, recorded once (and only if a run still needs training)
     demos = cfg.demos_dir
+    runs = cfg.runs()
     have = len(DemoSet(demos).episodes) if (demos / "manifest.json").is_file() else 0
-    if have < cfg.demos:
+    if have < cfg.demos and not all(study.data["runs"].get(r["key"], {}).get("done") for r in runs):
         collect(CollectConfig(
             out=str(demos), expert=cfg.expert, episodes=cfg.demos, continuous=cfg.continuous, workers=cfg.workers,
             ray=cfg.ray, resume=(demos / "manifest.json").is_file(), max_steps=cfg.max_steps,
         ))
 
     # 2. the task list: training runs not finished, episodes not driven
-    runs = cfg.runs()
     seeds = cfg.eval_seeds()
     executor = make_executor(ExecutorConfig(cfg.workers, cfg.ray))
     ray_gpus = executor.gpus_available() if isinstance(executor, RayExecutor) else 0.0
@@ -315,8 +315,10 @@ def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
     ready_train: list[Task] = []
     for run in runs:
         if study.data["runs"].get(run["key"], {}).get("done"):
-            _check_not_trained_on(cfg, run)
-            ready_eval += episode_tasks(run)
+            tasks = episode_tasks(run)
+            if tasks:  # a finished run with every episode recorded needs nothing more, not even its folder
+                _check_not_trained_on(cfg, run)
+                ready_eval += tasks
         else:
             ready_train.append(train_task(run))
     expert_tasks = [

@@ -116,6 +116,23 @@ def test_running_again_redoes_nothing(process_study):
     assert {p: p.stat().st_mtime_ns for p in weights} == weights
 
 
+def test_a_study_continues_from_study_json_alone(process_study, tmp_path):
+    """Run folders are large and stay on the machine that trained them; study.json travels. A copy
+    of it alone continues: finished runs are neither retrained nor re-driven (no demos, no run folder),
+    and a grown grid trains only the new runs."""
+    out, data = process_study
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copy(out / "study.json", moved / "study.json")
+    again = run_study(tiny(moved, workers=2), quiet=True)
+    assert again["episodes"] == data["episodes"]
+    assert not (moved / "runs").exists() and not (moved / "demos").exists()
+    grown = run_study(tiny(moved, workers=2, heads=["nac", "lstm", "gru"], seeds=1), quiet=True)
+    assert sorted(p.parent.name + "/" + p.name for p in (moved / "runs/base").glob("*/seed*")) == ["gru/seed0"]
+    assert grown["episodes"][: len(data["episodes"])] == data["episodes"]
+    assert {e["run"] for e in grown["episodes"]} == {"expert", *data["runs"], "base/gru/seed0"}
+
+
 def test_the_report_is_rebuilt_from_study_json_alone(process_study, tmp_path):
     out, _ = process_study
     build(out, reps=200)
