@@ -124,6 +124,26 @@ class Batches:
         }
 
 
+def shifted(frames: Tensor, index: Tensor, chunk_of_row: np.ndarray, pad: int, rng: np.random.Generator) -> Tensor:
+    """Random-shift augmentation (DrQ, Kostrikov et al. 2020; RAD, Laskin et al. 2020): each chunk of
+    consecutive steps is moved by (dy, dx) in -pad..pad with its edge pixels repeated (replicate
+    padding, then the crop back to size). A frame takes the shift of the first window that uses it,
+    so a window's frames move together. frames (U, H, W, 3) uint8, index (n, W) into them.
+    Written here rather than taken from a library: torchvision's RandomCrop draws one shift per
+    call, not per group of frames, and would be one more dependency for eight lines."""
+    u, h, w = frames.shape[:3]
+    n_chunks = int(chunk_of_row.max()) + 1
+    dy, dx = rng.integers(-pad, pad + 1, size=(2, n_chunks))
+    idx = index.cpu().numpy()
+    first_row = np.full(u, idx.shape[0])
+    np.minimum.at(first_row, idx.ravel(), np.repeat(np.arange(idx.shape[0]), idx.shape[1]))
+    chunk = chunk_of_row[first_row]  # (U,)
+    ys = np.clip(np.arange(h)[None, :] + dy[chunk][:, None], 0, h - 1)  # (U, H)
+    xs = np.clip(np.arange(w)[None, :] + dx[chunk][:, None], 0, w - 1)  # (U, W)
+    frames_idx = torch.arange(u, device=frames.device)[:, None, None]
+    return frames[frames_idx, torch.from_numpy(ys).to(frames.device)[:, :, None], torch.from_numpy(xs).to(frames.device)[:, None, :]]
+
+
 def class_weights(classes: np.ndarray) -> np.ndarray:
     """Inverse-frequency weights over CLASSES, normalized to a mean of 1 over the rows; classes
     never seen get weight 0."""
@@ -148,11 +168,11 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         raw = raw.float()
         target = batch["actions"].float()
         on = (target[:, 2] > BRAKE_ON).float()
-        err = net.squash(raw, gated=False) - target
+        err = net.squash(raw, driven=False) - target
         err = torch.cat([err[:, :2], err[:, 2:3] * on[:, None]], -1)
         per_row = (err**2 if loss == "mse" else err.abs()).mean(-1) + F.binary_cross_entropy_with_logits(raw[:, 3], on, reduction="none")
     else:
-        err = net.squash(raw.float()) - batch["actions"].float()
+        err = net.squash(raw.float(), driven=False) - batch["actions"].float()
         per_row = (err**2 if loss == "mse" else err.abs()).mean(-1)
     if net.config.action_space == "continuous":
         pred = net.squash(raw.float())
@@ -275,7 +295,7 @@ class CarRacingTask:
         self.balance = cfg.balance if cfg.balance != "auto" else ("weights" if net_cfg.action_space == "discrete" else "none")
         self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if self.balance == "sampler" else None)
         self.seed = cfg.seed
-        self.stride_jitter, self.regular_share = cfg.stride_jitter, cfg.regular_share
+        self.stride_jitter, self.regular_share, self.shift = cfg.stride_jitter, cfg.regular_share, cfg.shift
         self.loss_kind = cfg.loss
         self.label = net_cfg.head
         self.extra = {"train": asdict(cfg), "data": _data_summary(demos, train_keys, val_keys)}
@@ -294,7 +314,12 @@ class CarRacingTask:
         if self.stride_jitter > 1:  # the timing a policy meets when frames arrive irregularly
             rng = np.random.default_rng([self.seed, epoch, b])
             back = jittered_back(len(rows), self.train_windows.window, self.stride_jitter, rng, self.regular_share)
-        return self.batches.batch(rows, device, back)
+        batch = self.batches.batch(rows, device, back)
+        if self.shift:
+            lengths = self.batches.lengths[self._order[1][b * per : (b + 1) * per]]
+            chunk_of_row = np.repeat(np.arange(len(lengths)), lengths)
+            batch["frames"] = shifted(batch["frames"], batch["index"], chunk_of_row, self.shift, np.random.default_rng([self.seed, epoch, b, 1]))
+        return batch
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
         raw = model(batch["frames"], batch["timestamps"], batch["index"])

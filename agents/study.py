@@ -61,6 +61,7 @@ class Recipe(ConfigDict):
     window: int = 8  # frames per window
     stride_jitter: int = 1  # > 1: windows with irregular frame gaps 1..J (true timestamps kept)
     regular_share: float = 0.0  # with stride_jitter > 1: this share of windows keeps regular gaps
+    shift: int = 0  # random image shifts of up to this many pixels (train --shift)
     lr: float = 1e-4  # Adam learning rate
     batch_size: int = 32
     loss: str = "mse"  # continuous actions: "mse" or "l1" (agents.bc.loss_terms)
@@ -178,7 +179,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     net = {"use_time": True, **recipe.net}
     with _quiet_bars():
         tc = TrainConfig(
-            data=[job["demos"]], out=str(run), head=job["head"], window=recipe.window, stride_jitter=recipe.stride_jitter, regular_share=recipe.regular_share,
+            data=[job["demos"]], out=str(run), head=job["head"], window=recipe.window, stride_jitter=recipe.stride_jitter, regular_share=recipe.regular_share, shift=recipe.shift,
             epochs=recipe.epochs, lr=recipe.lr, batch_size=recipe.batch_size, loss=recipe.loss, seed=job["seed"], net=net, device=job.get("device", "auto"),
         )
         state = run / "train_state.json"

@@ -53,6 +53,7 @@ class TrainConfig:
     frame_stride: int = 1  # carracing: steps between a window's frames
     stride_jitter: int = 1  # carracing: > 1 draws each gap between a window's frames from 1..J (true times kept)
     regular_share: float = 0.0  # carracing, with stride_jitter > 1: this share of windows keeps regular gaps (a mix)
+    shift: int = 0  # carracing: random image shifts of up to this many pixels (DrQ / RAD), one per chunk of steps
     epochs: int | None = None  # passes over the training data; None: 10, or no limit with minutes
     minutes: float | None = None  # stop after this much training time (summed over resumed sessions)
     batch_size: int = 32  # samples per step (the paper's 32)
@@ -81,6 +82,7 @@ class TrainConfig:
         need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
         need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
         need(self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
+        need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
         need(0.0 <= self.regular_share <= 1.0, f"regular share must be in [0, 1] (got {self.regular_share})")
         need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
         need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")

@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "learn the irregular timing of dropped or jittered frames (default 1: regular)")
     p.add_argument("--regular-share", type=float, default=0.0, metavar="P",
                    help="with --stride-jitter: this share of windows keeps regular gaps (default 0; a mix keeps clean driving)")
+    p.add_argument("--shift", type=int, default=0, metavar="S",
+                   help="augment frames by random shifts of up to S pixels (edges repeated; the same shift for a chunk of "
+                   "consecutive steps, so a window's frames move together; DrQ / RAD use 4 on 84-pixel frames; default 0)")
     p.add_argument("--epochs", type=positive_int, help="passes over the training windows (default 10; no limit with --minutes)")
     p.add_argument("--minutes", type=positive_float, help="stop after this many minutes of training")
     p.add_argument("--batch-size", type=positive_int, default=32, help="windows per step (default 32)")
@@ -59,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-time", action="store_true", help="do not give heads the frames' timestamps")
     p.add_argument("--brake-gate", action="store_true", help="continuous actions: a fourth output decides whether to brake at all "
                    "(cross-entropy), the brake output how hard (fitted where the expert brakes)")
+    p.add_argument("--brake-deadzone", type=float, default=0.0, metavar="B",
+                   help="continuous actions: when driving, a brake output below B is not applied (default 0; saved in the "
+                   "run's config.json, where it can be changed after training)")
     p.add_argument("--init-from", metavar="RUN", help="start from this run's best weights (same network)")
     p.add_argument("--resume", action="store_true", help="continue the interrupted (or finished, with a larger budget) run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -74,10 +80,12 @@ def run(args: argparse.Namespace) -> int:
         net["use_time"] = not args.no_time
         if args.brake_gate:
             net["brake_gate"] = True
+        if args.brake_deadzone:
+            net["brake_deadzone"] = args.brake_deadzone
     if args.nac:
         net["nac"] = dict(args.nac)
     cfg = TrainConfig(
-        data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter, regular_share=args.regular_share,
+        data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter, regular_share=args.regular_share, shift=args.shift,
         epochs=args.epochs, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr, chunk=args.chunk,
         balance=args.balance, loss=args.loss, val_fraction=args.val_fraction, folds=args.folds, device=args.device,
         seed=args.seed, net=net, init_from=args.init_from,

@@ -1,6 +1,7 @@
 """Behaviour cloning: run folders, the split by episode, resume to the same result, k-fold,
 class balance, bad input, and DistributedDataParallel on CPU."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -218,3 +219,54 @@ def test_the_brake_gate_brakes_only_where_its_logit_says():
     assert torch.allclose(per_row, expected, atol=1e-6)
     with pytest.raises(ConfigError, match="brake_gate is for continuous"):
         DrivingNetConfig(head="gru", brake_gate=True)
+
+
+def test_the_brake_deadzone_drops_small_brakes_when_driving_but_not_from_the_fit():
+    from nac.driving import DrivingNet, DrivingNetConfig
+
+    net = DrivingNet(DrivingNetConfig(head="gru", action_space="continuous", window=2, brake_deadzone=0.2))
+    raw = torch.tensor([[0.3, 0.0, -2.0], [0.3, 0.0, 0.0]])  # brake outputs sigmoid(-2) = 0.12 (below) and 0.5 (above)
+    act = net.squash(raw)
+    assert act[0, 2] == 0 and act[1, 2] == 0.5 and torch.equal(act[:, :2], net.squash(raw, driven=False)[:, :2])
+    # training fits the brake output itself: the small brake's error counts and has a gradient
+    raw.requires_grad_(True)
+    target = torch.tensor([[0.3, 0.5, 0.0], [0.3, 0.5, 0.5]])
+    batch = {"actions": target, "classes": torch.from_numpy(action_classes(target.numpy()))}
+    per_row, _ = bc.loss_terms(net, raw, batch, None)
+    assert per_row[0] > 0.004
+    per_row.sum().backward()
+    assert raw.grad[0, 2] != 0
+    with pytest.raises(ConfigError, match="brake_deadzone is for continuous"):
+        DrivingNetConfig(head="gru", brake_deadzone=0.1)
+    with pytest.raises(ConfigError, match=r"brake_deadzone must be in \[0, 1\)"):
+        DrivingNetConfig(head="gru", action_space="continuous", brake_deadzone=1.5)
+
+
+def test_random_shift_moves_a_chunks_frames_together_with_edges_repeated():
+    rng = np.random.default_rng(0)
+    frames = torch.from_numpy(rng.integers(0, 255, size=(6, 12, 10, 3), dtype=np.uint8))
+    # two chunks of two windows each (W = 3): frames 0..3 belong to chunk 0, frames 3..5 to chunk 1
+    index = torch.tensor([[0, 1, 2], [1, 2, 3], [3, 4, 5], [4, 5, 5]])
+    chunk_of_row = np.array([0, 0, 1, 1])
+    out = bc.shifted(frames, index, chunk_of_row, 3, np.random.default_rng(5))
+    dy, dx = np.random.default_rng(5).integers(-3, 4, size=(2, 2))
+    assert out.shape == frames.shape and out.dtype == torch.uint8
+    padded = np.pad(frames.numpy(), ((0, 0), (3, 3), (3, 3), (0, 0)), mode="edge")
+    for u, c in enumerate([0, 0, 0, 0, 1, 1]):  # frame 3 is first used by chunk 0's second window
+        crop = padded[u, 3 + dy[c] : 3 + dy[c] + 12, 3 + dx[c] : 3 + dx[c] + 10]
+        assert np.array_equal(out[u].numpy(), crop), u
+    assert (dy != 0).any() or (dx != 0).any()  # the check above compared real shifts
+    assert torch.equal(bc.shifted(frames, index, chunk_of_row, 0, np.random.default_rng(5)), frames)
+
+
+def test_training_with_shift_sees_shifted_frames_and_keeps_its_labels(tmp_path, tiny_demos_continuous):
+    cfg = TrainConfig(data=[tiny_demos_continuous], out=str(tmp_path / "r"), head="gru", window=2, epochs=1, shift=4, seed=3)
+    demos = bc.Demos.load(cfg.data)
+    cfg = bc._resolve(cfg, demos, None)
+    task = bc.CarRacingTask(cfg, demos, resume=False)
+    plain = bc.CarRacingTask(dataclasses.replace(cfg, shift=0), demos, resume=False)
+    a, b = task.batch(0, 0, torch.device("cpu")), plain.batch(0, 0, torch.device("cpu"))
+    assert torch.equal(a["actions"], b["actions"]) and torch.equal(a["index"], b["index"])
+    assert a["frames"].shape == b["frames"].shape and not torch.equal(a["frames"], b["frames"])
+    with pytest.raises(ConfigError, match="shift must be in 0..16"):
+        TrainConfig(data=["x"], out="y", shift=40)
