@@ -65,6 +65,7 @@ class Recipe(ConfigDict):
     lr: float = 1e-4  # Adam learning rate
     batch_size: int = 32
     loss: str = "mse"  # continuous actions: "mse" or "l1" (agents.bc.loss_terms)
+    val_fraction: float = 0.2  # share of the demonstrations held out for validation (the paper's CarRacing split: 0.1)
     net: dict[str, Any] = field(default_factory=dict)  # more network options, e.g. {"use_time": false, "nac": {"mode": "euler"}}
 
     def __post_init__(self) -> None:
@@ -76,6 +77,8 @@ class Recipe(ConfigDict):
         need(self.lr > 0 and self.batch_size >= 1, "lr must be > 0 and batch_size >= 1")
         need(isinstance(self.net, dict), "net must be a JSON object of network options")
         need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")
+        need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
+        need(0 < self.val_fraction < 1, f"val_fraction must be between 0 and 1 (got {self.val_fraction})")
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
@@ -179,7 +182,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     net = {"use_time": True, **recipe.net}
     with _quiet_bars():
         tc = TrainConfig(
-            data=[job["demos"]], out=str(run), head=job["head"], window=recipe.window, stride_jitter=recipe.stride_jitter, regular_share=recipe.regular_share, shift=recipe.shift,
+            data=[job["demos"]], out=str(run), head=job["head"], window=recipe.window, stride_jitter=recipe.stride_jitter, regular_share=recipe.regular_share, shift=recipe.shift, val_fraction=recipe.val_fraction,
             epochs=recipe.epochs, lr=recipe.lr, batch_size=recipe.batch_size, loss=recipe.loss, seed=job["seed"], net=net, device=job.get("device", "auto"),
         )
         state = run / "train_state.json"

@@ -19,7 +19,7 @@ from agents.study import StudyConfig, parse_variant, run_study
 from agents.study_report import aggregates, build, probability_of_improvement, score_matrices
 from nac.config import ConfigError
 
-TINY = {"epochs": 1, "dagger_rounds": 1, "dagger_episodes": 1, "dagger_epochs": 1}
+TINY = {"epochs": 1, "dagger_rounds": 1, "dagger_episodes": 1, "dagger_epochs": 1, "shift": 2, "val_fraction": 0.3}
 
 
 def tiny(out: Path, **kw) -> StudyConfig:
@@ -77,6 +77,10 @@ def test_variants_parse_and_refuse():
         parse_variant("x:dagger_beta=1.5")
     with pytest.raises(ConfigError, match="plain name"):
         parse_variant("a b:epochs=1")
+    with pytest.raises(ConfigError, match="shift must be in 0..16"):
+        parse_variant("x:shift=30")
+    with pytest.raises(ConfigError, match="val_fraction must be between 0 and 1"):
+        parse_variant("x:val_fraction=1")
 
 
 def test_study_config_refuses(tmp_path):
@@ -105,6 +109,7 @@ def test_a_tiny_study_runs_every_run_and_episode(process_study):
     # each run is a real training run with its own seed: config.json says so
     cfg = json.loads((out / "runs/base/nac/seed1/config.json").read_text())
     assert cfg["train"]["seed"] == 1 and cfg["net"]["head"] == "nac"
+    assert cfg["train"]["shift"] == 2 and cfg["train"]["val_fraction"] == 0.3  # the recipe reaches the training
     assert json.loads((out / "runs/base/nac/seed1/dagger.json").read_text())["rounds"][0]["seeds"] == [1_001_000]
 
 
