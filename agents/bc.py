@@ -18,7 +18,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from agents.policy import resolve_device
+from agents.env import SELECT_SEED, make_env
+from agents.policy import DrivingPolicy, resolve_device
+from agents.rollout import run_episode
 from agents.distributed import init_distributed
 from agents.training import TrainConfig, fit, prepare_run
 from datasets.demos import DataError, DemoSet, Episode
@@ -297,6 +299,8 @@ class CarRacingTask:
         self.seed = cfg.seed
         self.stride_jitter, self.regular_share, self.shift = cfg.stride_jitter, cfg.regular_share, cfg.shift
         self.loss_kind = cfg.loss
+        self.select_seeds = list(range(SELECT_SEED, SELECT_SEED + cfg.select_episodes))
+        self.select_steps = cfg.select_steps
         self.label = net_cfg.head
         self.extra = {"train": asdict(cfg), "data": _data_summary(demos, train_keys, val_keys)}
         self._order: tuple[int, np.ndarray] | None = None
@@ -335,7 +339,27 @@ class CarRacingTask:
         return self._weights
 
     def validate(self, device: torch.device) -> dict[str, float]:
-        return validate(self.net, self.val_windows, device, loss=self.loss_kind)
+        m = validate(self.net, self.val_windows, device, loss=self.loss_kind)
+        if self.select_seeds:  # checkpoint choice by driving: val_return decides what "best" is
+            m["val_return"] = closed_loop_return(self.net, self.select_seeds, self.select_steps)
+        return m
+
+
+def closed_loop_return(net: DrivingNet, seeds: list[int], max_steps: int) -> float:
+    """Mean return of the network driving CarRacing on these seeds, in this process (the seeds
+    in order, one environment at a time: a few episodes per validation need no worker pool)."""
+    was_training = net.training
+    policy = DrivingPolicy(net)  # puts the net in eval mode
+    total = 0.0
+    for seed in seeds:
+        policy.reset(seed)
+        env = make_env(net.config.action_space == "continuous", max_steps)
+        try:
+            total += run_episode(env, policy, seed).episode_return
+        finally:
+            env.close()
+    net.train(was_training)
+    return total / len(seeds)
 
 
 def _data_summary(demos: Demos, train_keys: list[str], val_keys: list[str]) -> dict[str, Any]:

@@ -12,6 +12,8 @@ from gymnasium.wrappers import TimeLimit
 ENV_ID = "CarRacing-v3"
 FPS = 50  # CarRacing's physics and frame rate (gymnasium.envs.box2d.car_racing.FPS)
 EPISODE_STEPS = 1000  # gymnasium's TimeLimit for CarRacing-v3
+SELECT_SEED = 20_000  # closed-loop checkpoint selection (train --select-episodes) drives seeds from here: apart from
+# demonstrations (0..), the held-out seeds of evaluations (10000..) and DAgger's rollouts (1 000 000..)
 # Discrete actions of CarRacing-v3 (note: 1 steers RIGHT, 2 LEFT; gas is only 0.2).
 ACTIONS = ("noop", "right", "left", "gas", "brake")
 

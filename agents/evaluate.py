@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from agents import perturb
-from agents.env import EPISODE_STEPS, make_env
+from agents.env import EPISODE_STEPS, SELECT_SEED, make_env
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.policy import WEIGHTS, DrivingPolicy
 from agents.executor import ExecutorConfig
@@ -67,7 +67,9 @@ def describe_run(path: str, weights: str) -> RunInfo:
     if config.get("task") != "carracing" or "net" not in config:
         raise ConfigError(f"{path} is not a CarRacing driving run (task {config.get('task')!r})")
     keys = config.get("data", {}).get("episodes", [])
-    seeds = sorted({int(k.rsplit(":", 1)[1]) for k in keys})
+    train = config.get("train", {})
+    selection = range(SELECT_SEED, SELECT_SEED + train.get("select_episodes", 0))  # they chose the weights: not held out
+    seeds = sorted({int(k.rsplit(":", 1)[1]) for k in keys} | set(selection))
     acc = None
     metrics = Path(path) / "metrics.json"
     if metrics.is_file():

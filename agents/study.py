@@ -62,6 +62,7 @@ class Recipe(ConfigDict):
     stride_jitter: int = 1  # > 1: windows with irregular frame gaps 1..J (true timestamps kept)
     regular_share: float = 0.0  # with stride_jitter > 1: this share of windows keeps regular gaps
     shift: int = 0  # random image shifts of up to this many pixels (train --shift)
+    select_episodes: int = 0  # > 0: best weights by closed-loop return over this many episodes (train --select-episodes)
     lr: float = 1e-4  # Adam learning rate
     batch_size: int = 32
     loss: str = "mse"  # continuous actions: "mse" or "l1" (agents.bc.loss_terms)
@@ -77,6 +78,7 @@ class Recipe(ConfigDict):
         need(self.lr > 0 and self.batch_size >= 1, "lr must be > 0 and batch_size >= 1")
         need(isinstance(self.net, dict), "net must be a JSON object of network options")
         need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")
+        need(self.select_episodes >= 0, f"select_episodes must be >= 0 (got {self.select_episodes})")
         need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
         need(0 < self.val_fraction < 1, f"val_fraction must be between 0 and 1 (got {self.val_fraction})")
 
@@ -183,6 +185,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     with _quiet_bars():
         tc = TrainConfig(
             data=[job["demos"]], out=str(run), head=job["head"], window=recipe.window, stride_jitter=recipe.stride_jitter, regular_share=recipe.regular_share, shift=recipe.shift, val_fraction=recipe.val_fraction,
+            select_episodes=recipe.select_episodes, select_steps=job["max_steps"],
             epochs=recipe.epochs, lr=recipe.lr, batch_size=recipe.batch_size, loss=recipe.loss, seed=job["seed"], net=net, device=job.get("device", "auto"),
         )
         state = run / "train_state.json"

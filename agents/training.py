@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from agents.distributed import Dist, any_process, barrier
+from agents.env import EPISODE_STEPS
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
 
@@ -54,6 +55,9 @@ class TrainConfig:
     stride_jitter: int = 1  # carracing: > 1 draws each gap between a window's frames from 1..J (true times kept)
     regular_share: float = 0.0  # carracing, with stride_jitter > 1: this share of windows keeps regular gaps (a mix)
     shift: int = 0  # carracing: random image shifts of up to this many pixels (DrQ / RAD), one per chunk of steps
+    select_episodes: int = 0  # carracing: > 0 keeps as best the weights that drive best over this many closed-loop
+    # episodes (seeds SELECT_SEED.., the same at every validation), not those with the lowest validation loss
+    select_steps: int = EPISODE_STEPS  # steps per selection episode (default: a whole episode)
     epochs: int | None = None  # passes over the training data; None: 10, or no limit with minutes
     minutes: float | None = None  # stop after this much training time (summed over resumed sessions)
     batch_size: int = 32  # samples per step (the paper's 32)
@@ -82,6 +86,7 @@ class TrainConfig:
         need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
         need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
         need(self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
+        need(self.select_episodes >= 0 and self.select_steps >= 1, "select_episodes must be >= 0 and select_steps >= 1")
         need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
         need(0.0 <= self.regular_share <= 1.0, f"regular share must be in [0, 1] (got {self.regular_share})")
         need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
@@ -175,14 +180,15 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
     amp = device.type == "cuda"  # mixed precision on GPUs; CPUs train in float32
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
 
-    counters: dict[str, Any] = {"epoch": 0, "batch": 0, "step": 0, "seconds": 0.0, "best_val_loss": None, "done": False}
+    counters: dict[str, Any] = {"epoch": 0, "batch": 0, "step": 0, "seconds": 0.0, "best_score": None, "done": False}
     history: list[dict[str, Any]] = []
     if resume and (run / f"{STATE}.json").is_file():
         counters = _load_state(run, net, opt)
+        counters.setdefault("best_score", counters.pop("best_val_loss", None))  # states written before the rename
         history = json.loads((run / "metrics.json").read_text()).get("history", []) if (run / "metrics.json").is_file() else []
         counters["done"] = False  # a larger budget may have been given
         if restart_best:
-            counters["best_val_loss"] = None
+            counters["best_score"] = None
             counters["best_from_step"] = counters["step"]
     elif dist_info.main:
         run.mkdir(parents=True, exist_ok=True)
@@ -211,9 +217,9 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
             if writer is not None:
                 for k, v in metrics.items():
                     writer.add_scalar(f"val/{k[4:]}", v, counters["step"])
-            best = counters["best_val_loss"]
-            if best is None or metrics["val_loss"] < best:
-                counters["best_val_loss"] = metrics["val_loss"]
+            best = counters["best_score"]
+            if best is None or score(metrics) < best:
+                counters["best_score"] = score(metrics)
                 net.save(run, "best", task.extra)
             net.save(run, "last", task.extra)
             write_metrics(run, task.label, history, counters)
@@ -284,9 +290,15 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
     return metrics
 
 
+def score(metrics: dict[str, Any]) -> float:
+    """What "best" minimises: minus the closed-loop return where the task drove (val_return),
+    else the validation loss."""
+    return -metrics["val_return"] if "val_return" in metrics else metrics["val_loss"]
+
+
 def write_metrics(run: Path, label: str, history: list[dict[str, Any]], counters: dict[str, Any]) -> dict[str, Any]:
     since = [r for r in history if r["step"] > counters.get("best_from_step", -1)]
-    best = min(since, key=lambda r: r["val_loss"]) if since else None
+    best = min(since, key=score) if since else None
     metrics = {
         "run": str(run),
         "head": label,

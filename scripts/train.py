@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shift", type=int, default=0, metavar="S",
                    help="augment frames by random shifts of up to S pixels (edges repeated; the same shift for a chunk of "
                    "consecutive steps, so a window's frames move together; DrQ / RAD use 4 on 84-pixel frames; default 0)")
+    p.add_argument("--select-episodes", type=int, default=0, metavar="N",
+                   help="keep as best the weights that drive best over N closed-loop episodes (seeds 20000.., the same at "
+                   "every validation; they are then not held-out seeds) instead of those with the lowest validation loss (default 0)")
     p.add_argument("--epochs", type=positive_int, help="passes over the training windows (default 10; no limit with --minutes)")
     p.add_argument("--minutes", type=positive_float, help="stop after this many minutes of training")
     p.add_argument("--batch-size", type=positive_int, default=32, help="windows per step (default 32)")
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if args.nac:
         net["nac"] = dict(args.nac)
     cfg = TrainConfig(
-        data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter, regular_share=args.regular_share, shift=args.shift,
+        data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter, regular_share=args.regular_share, shift=args.shift, select_episodes=args.select_episodes,
         epochs=args.epochs, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr, chunk=args.chunk,
         balance=args.balance, loss=args.loss, val_fraction=args.val_fraction, folds=args.folds, device=args.device,
         seed=args.seed, net=net, init_from=args.init_from,
