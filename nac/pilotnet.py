@@ -1,7 +1,8 @@
 """PilotNet (Bojarski et al. 2016) for the Udacity simulator, with a sequence head from the
 registry in place of its dense layers: the head reads the last convolution's feature map as a
 sequence of its 18 column positions (64 features each), and the mean of its outputs gives the
-steering angle. PilotNet-NAC uses NAC with d_model 100 and 20 heads.
+steering angle. PilotNet-NAC uses NAC with d_model 100 and 20 heads. head="dense" is PilotNet
+as published, its own dense layers (1152-100-50-10-1) on the flattened map: the paper's baseline.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from nac.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
 TASK = "udacity"
 INPUT = (66, 200)  # height, width of the YUV input
 MAP_COLUMNS, MAP_CHANNELS = 18, 64  # the last convolution's output is 64 x 1 x 18
+DENSE = "dense"  # PilotNet's own dense layers instead of a registry head
+DENSE_LAYERS = (100, 50, 10)
 
 
 @dataclass
@@ -28,16 +31,17 @@ class PilotNetConfig(ConfigDict):
 
     WHAT: ClassVar[str] = "PilotNet options"
 
-    head: str = "nac"  # sequence head over the feature map's columns (nac.heads.head_names())
+    head: str = "nac"  # sequence head over the feature map's columns (nac.heads.head_names()), or "dense"
     d_model: int = 100
     num_heads: int = 20
     nac: dict[str, Any] = field(default_factory=dict)
     dropout: float = 0.2
 
     def __post_init__(self) -> None:
-        need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
+        need(self.head in HEADS or self.head == DENSE, f"unknown head {self.head!r}; choose one of {DENSE}, {', '.join(HEADS)}")
         need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
-        self.head_config()
+        if self.head != DENSE:
+            self.head_config()
 
     def head_config(self) -> HeadConfig:
         # positions of a feature map have no order in time: attention heads see all of them
@@ -62,14 +66,23 @@ class PilotNet(nn.Module):
             nn.Conv2d(64, 64, 3), elu(),
             nn.Dropout(config.dropout),
         )
-        self.head: SequenceHead = build_head(config.head_config())
-        self.out = nn.Linear(self.head.config.out_dim, 1)
+        self.head: SequenceHead | None = None
+        if config.head == DENSE:
+            sizes = (MAP_CHANNELS * MAP_COLUMNS, *DENSE_LAYERS)
+            self.dense = nn.Sequential(*[m for a, b in zip(sizes, sizes[1:]) for m in (nn.Linear(a, b), elu())])
+            self.out = nn.Linear(DENSE_LAYERS[-1], 1)
+        else:
+            self.head = build_head(config.head_config())
+            self.out = nn.Linear(self.head.config.out_dim, 1)
 
     def forward(self, images: Tensor) -> Tensor:
         x = images.float() / 127.5 - 1.0  # PilotNet's normalisation layer
         fmap = self.cnn(x)  # (B, 64, 1, 18)
-        tokens = fmap.flatten(2).transpose(1, 2)  # (B, 18, 64): one token per column
-        h = self.head(tokens).mean(1)  # (B, d_model)
+        if self.head is None:
+            h = self.dense(fmap.flatten(1))  # (B, 10)
+        else:
+            tokens = fmap.flatten(2).transpose(1, 2)  # (B, 18, 64): one token per column
+            h = self.head(tokens).mean(1)  # (B, d_model)
         return torch.tanh(self.out(h)[:, 0])
 
     def save(self, directory: str | Path, name: str = "model", extra: dict[str, Any] | None = None) -> None:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from nac.heads import head_names
+from nac.pilotnet import DENSE
 from scripts.args import key_value, non_negative_int, positive_float, positive_int
 
 
@@ -29,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", nargs="+", required=True, metavar="DIR",
                    help="demonstration folder(s) from 'nacdrive collect', or Udacity recording folder(s) with driving_log.csv")
     p.add_argument("--out", required=True, metavar="RUN", help="run folder to create (or continue with --resume)")
-    p.add_argument("--head", default="nac", choices=head_names(), help="sequence head (default nac)")
+    p.add_argument("--head", default="nac", choices=[*head_names(), DENSE],
+                   help=f"sequence head (default nac); {DENSE}: PilotNet's own dense layers (--task udacity only)")
     p.add_argument("--window", type=positive_int, default=8, help="frames per window (default 8)")
     p.add_argument("--stride", type=positive_int, default=1, help="steps between a window's frames (default 1)")
     p.add_argument("--stride-jitter", type=positive_int, default=1, metavar="J",

@@ -1,0 +1,41 @@
+"""PilotNet training on Udacity recordings: the real recording's rows (Windows paths and all),
+PilotNet's own dense layers as the paper's baseline beside a registry head."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from agents.tasks import train
+from agents.training import TrainConfig
+from agents.udacity import SteeringPolicy
+from nac import ConfigError
+from nac.pilotnet import DENSE, PilotNet, PilotNetConfig
+
+REAL = str(Path(__file__).parents[1] / "data" / "udacity-real")
+
+
+def test_pilotnet_dense_is_pilotnets_own_layers():
+    net = PilotNet(PilotNetConfig(head=DENSE))
+    assert net.head is None
+    assert [m.out_features for m in net.dense if isinstance(m, torch.nn.Linear)] == [100, 50, 10]
+    assert net.dense[0].in_features == 64 * 18
+    y = net(torch.randint(0, 255, (3, 3, 66, 200), dtype=torch.uint8))
+    assert y.shape == (3,) and (y.abs() < 1).all()
+    y.sum().backward()
+    assert net.cnn[0].weight.grad is not None and net.dense[0].weight.grad.abs().sum() > 0
+    with pytest.raises(ConfigError, match="unknown head 'mlp'; choose one of dense, nac"):
+        PilotNetConfig(head="mlp")
+
+
+@pytest.mark.parametrize("head", [DENSE, "nac"])
+def test_training_on_the_real_recording_and_steering_from_it(tmp_path, head):
+    out = tmp_path / head
+    m = train(TrainConfig(data=[REAL], out=str(out), task="udacity", head=head, epochs=2, batch_size=8,
+                          net={"d_model": 20, "num_heads": 4} if head == "nac" else {}), quiet=True)
+    assert m["epochs"] == 2 and m["best"]["val_loss"] >= 0 and len(m["history"]) == 2
+    policy = SteeringPolicy.from_run(out)
+    steer = policy.select_action(torch.randint(0, 255, (160, 320, 3), dtype=torch.uint8).numpy())
+    assert -1 < steer < 1
