@@ -22,7 +22,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -41,10 +41,13 @@ from datasets.demos import DemoSet
 from nac.checkpoint import write_json
 from nac.config import ConfigDict, ConfigError, need
 from nac.heads import HEADS
+from nac.pilotnet import DENSE
 
 FORMAT = "nacdrive-study/1"
 STUDY_FILE = "study.json"
 CLEAN = perturb.CLEAN
+TASKS = ("carracing", "udacity")
+UDACITY_FIELDS = {"epochs", "lr", "batch_size", "val_fraction", "net"}  # the recipe fields a PilotNet run has
 
 
 @dataclass
@@ -112,6 +115,7 @@ class StudyConfig:
     """A study's grid and how its runs are trained and evaluated (saved in study.json)."""
 
     out: str  # the study folder (demos/, runs/, study.json, report/)
+    task: str = "carracing"  # "carracing": the driving network in CarRacing; "udacity": PilotNet through the bridge
     heads: list[str] = field(default_factory=lambda: ["nac", "lstm"])  # sequence heads (nac.heads.head_names())
     seeds: int = 3  # training seeds per head and variant: first_seed .. first_seed + seeds - 1
     first_seed: int = 0
@@ -125,11 +129,21 @@ class StudyConfig:
     max_steps: int = EPISODE_STEPS  # steps per episode
     workers: int = 0  # local processes; 0 = up to 2
     ray: str | None = None  # Ray cluster address, or "local"; None: local processes
+    speed: float = 15.0  # udacity: the bridge's target speed, mph (drive --speed)
 
     def __post_init__(self) -> None:
+        need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
         need(bool(self.heads), "give at least one head")
-        unknown = [h for h in self.heads if h not in HEADS]
-        need(not unknown, f"unknown heads {unknown}; choose from {', '.join(HEADS)}")
+        allowed = [*HEADS, DENSE] if self.task == "udacity" else list(HEADS)
+        unknown = [h for h in self.heads if h not in allowed]
+        need(not unknown, f"unknown heads {unknown}; choose from {', '.join(allowed)}")
+        if self.task == "udacity":
+            need(self.continuous and self.expert == "track", "udacity studies record the continuous track expert (no --discrete)")
+            need(self.levels == [CLEAN], "udacity studies drive clean through the bridge (no --perturb)")
+            for name, overrides in self.variants.items():
+                extra = sorted(set(overrides) - UDACITY_FIELDS)
+                need(not extra, f"variant {name!r}: {', '.join(extra)} do not apply to PilotNet runs (udacity: {', '.join(sorted(UDACITY_FIELDS))})")
+            need(0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
         need(len(set(self.heads)) == len(self.heads), "a head is given twice")
         need(self.seeds >= 1 and self.first_seed >= 0, "seeds must be >= 1 and first_seed >= 0")
         need(bool(self.variants), "give at least one variant")
@@ -168,7 +182,7 @@ class StudyConfig:
 
 
 @contextlib.contextmanager
-def _quiet_bars() -> Iterator[None]:
+def quiet_bars() -> Iterator[None]:
     """No progress bars from the training, DAgger and expert inside a task: their stderr goes to
     /dev/null (a task's failure still arrives as its exception; its figures are in the run folder)."""
     with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):
@@ -182,7 +196,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     run, recipe = Path(job["path"]), Recipe.from_dict(job["recipe"])
     started = time.monotonic()
     net = {"use_time": True, **recipe.net}
-    with _quiet_bars():
+    with quiet_bars():
         tc = TrainConfig(
             data=[job["demos"]], out=str(run), head=job["head"], window=recipe.window, stride_jitter=recipe.stride_jitter, regular_share=recipe.regular_share, shift=recipe.shift, val_fraction=recipe.val_fraction,
             select_episodes=recipe.select_episodes, select_steps=job["max_steps"],
@@ -242,8 +256,9 @@ class StudyFile:
         """A study may grow (heads, seeds, episodes, levels, variants) but not change what its
         finished runs were trained and evaluated with."""
         old = self.data["config"]
-        for name in ("demos", "continuous", "expert", "seed_start", "max_steps"):
-            need(old[name] == getattr(cfg, name), f"{self.path} was made with {name}={old[name]!r}, not {getattr(cfg, name)!r}; use another --out")
+        for name in ("task", "demos", "continuous", "expert", "seed_start", "max_steps", "speed"):
+            was = old.get(name, StudyConfig.__dataclass_fields__[name].default)  # fields added later: their default
+            need(was == getattr(cfg, name), f"{self.path} was made with {name}={was!r}, not {getattr(cfg, name)!r}; use another --out")
         for v, overrides in cfg.variants.items():
             if v in old["variants"]:
                 need(Recipe.from_dict(old["variants"][v]) == Recipe.from_dict(overrides),
@@ -277,8 +292,42 @@ def _merged_config(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
-    """Run (or continue) the study; returns study.json's content. Ctrl-C keeps everything finished."""
+@dataclass(frozen=True)
+class StudyKind:
+    """What differs between a CarRacing study and a Udacity one; the grid, resume, scheduling and
+    study.json are shared. `train` and `episode` run as executor tasks (module-level functions)."""
+
+    record: Callable[[StudyConfig], None]  # the shared demonstrations into cfg.demos_dir, resumable
+    train: Callable[[dict[str, Any]], dict[str, Any]]  # one run to its end -> its figures
+    episode: Callable[[Any], dict[str, Any]]  # one held-out episode -> return, length, lap_finished, tiles, step_ms_p50
+    episode_job: Callable[[StudyConfig, str, str, int], Any]  # (cfg, run folder, level, seed) -> episode's argument
+    training_seeds: Callable[[str], list[int]]  # the tracks a run folder was trained on
+
+
+def _record_demos(cfg: StudyConfig) -> None:
+    demos = cfg.demos_dir
+    have = len(DemoSet(demos).episodes) if (demos / "manifest.json").is_file() else 0
+    if have < cfg.demos:
+        collect(CollectConfig(
+            out=str(demos), expert=cfg.expert, episodes=cfg.demos, continuous=cfg.continuous, workers=cfg.workers,
+            ray=cfg.ray, resume=(demos / "manifest.json").is_file(), max_steps=cfg.max_steps,
+        ))
+
+
+CARRACING = StudyKind(
+    record=_record_demos, train=train_run, episode=eval_episode,
+    episode_job=lambda cfg, path, level, seed: (path, cfg.continuous, cfg.max_steps, None if level == CLEAN else level, seed),
+    training_seeds=lambda path: describe_run(path, "best").training_seeds,
+)
+
+
+def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = None) -> dict[str, Any]:
+    """Run (or continue) the study; returns study.json's content. Ctrl-C keeps everything finished.
+    kind: CARRACING by default; a udacity study passes sim_bridge.study.UDACITY (agents cannot
+    import the bridge)."""
+    if kind is None:
+        need(cfg.task == "carracing", f"a {cfg.task} study needs its StudyKind (sim_bridge.study.UDACITY for udacity)")
+        kind = CARRACING
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     study = StudyFile(cfg)
@@ -287,12 +336,8 @@ def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
     # 1. one demonstration set for every run, recorded once (and only if a run still needs training)
     demos = cfg.demos_dir
     runs = cfg.runs()
-    have = len(DemoSet(demos).episodes) if (demos / "manifest.json").is_file() else 0
-    if have < cfg.demos and not all(study.data["runs"].get(r["key"], {}).get("done") for r in runs):
-        collect(CollectConfig(
-            out=str(demos), expert=cfg.expert, episodes=cfg.demos, continuous=cfg.continuous, workers=cfg.workers,
-            ray=cfg.ray, resume=(demos / "manifest.json").is_file(), max_steps=cfg.max_steps,
-        ))
+    if not all(study.data["runs"].get(r["key"], {}).get("done") for r in runs):
+        kind.record(cfg)
 
     # 2. the task list: training runs not finished, episodes not driven
     seeds = cfg.eval_seeds()
@@ -304,10 +349,9 @@ def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
         path = str(cfg.run_dir(run["key"]))
         tasks = []
         for level in cfg.levels:
-            spec = None if level == CLEAN else level
             for s in seeds:
                 if (run["key"], level, s) not in study.keys:
-                    tasks.append(Task(("episode", run["key"], level, s), eval_episode, (path, cfg.continuous, cfg.max_steps, spec, s)))
+                    tasks.append(Task(("episode", run["key"], level, s), kind.episode, kind.episode_job(cfg, path, level, s)))
         return tasks
 
     def train_task(run: dict[str, Any]) -> Task:
@@ -316,7 +360,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
             "recipe": cfg.variants[run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps,
             "device": "cuda" if ray_gpus else "cpu",
         }
-        return Task(("train", run["key"]), train_run, job, cpus=1, gpus=1 if ray_gpus else 0)
+        return Task(("train", run["key"]), kind.train, job, cpus=1, gpus=1 if ray_gpus else 0)
 
     ready_eval: list[Task] = []
     ready_train: list[Task] = []
@@ -324,7 +368,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
         if study.data["runs"].get(run["key"], {}).get("done"):
             tasks = episode_tasks(run)
             if tasks:  # a finished run with every episode recorded needs nothing more, not even its folder
-                _check_not_trained_on(cfg, run)
+                _check_not_trained_on(cfg, run, kind)
                 ready_eval += tasks
         else:
             ready_train.append(train_task(run))
@@ -351,15 +395,15 @@ def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
         while executor.pending():
             key, result = executor.next_result()
             running.pop(key, None)
-            kind = key[0]
-            if kind == "train":
+            what = key[0]
+            if what == "train":
                 run = next(r for r in runs if r["key"] == key[1])
                 study.data["runs"][run["key"]] = {**run, **result, "done": True}
                 progress.trained(result["wall_seconds"])
-                _check_not_trained_on(cfg, run)
+                _check_not_trained_on(cfg, run, kind)
                 ready_eval.extend(episode_tasks(run))
             else:
-                if kind == "expert":
+                if what == "expert":
                     e = {"run": "expert", "variant": "-", "head": "expert", "seed": 0, "level": key[1], "episode_seed": key[2], **result}
                 else:
                     run = study.data["runs"][key[1]]
@@ -382,15 +426,14 @@ def run_study(cfg: StudyConfig, quiet: bool = False) -> dict[str, Any]:
 
 def _expert_episode(job: tuple[str, bool, int, int]) -> dict[str, Any]:
     expert, continuous, max_steps, seed = job
-    with _quiet_bars():
+    with quiet_bars():
         r = evaluate_expert(ExpertEvalConfig(expert=expert, continuous=continuous, episodes=1, seed_start=seed, workers=1, max_steps=max_steps))
     d = r["episodes_detail"][0]
     return {"return": d["episode_return"], "length": d["length"], "lap_finished": d["lap_finished"], "tiles": d["tiles_visited"], "step_ms_p50": None}
 
 
-def _check_not_trained_on(cfg: StudyConfig, run: dict[str, Any]) -> None:
-    info = describe_run(str(cfg.run_dir(run["key"])), "best")
-    clash = sorted(set(cfg.eval_seeds()) & set(info.training_seeds))
+def _check_not_trained_on(cfg: StudyConfig, run: dict[str, Any], kind: StudyKind) -> None:
+    clash = sorted(set(cfg.eval_seeds()) & set(kind.training_seeds(str(cfg.run_dir(run["key"])))))
     if clash:
         raise ConfigError(f"held-out seeds {clash[:3]}... include training episodes of {run['key']}")
 

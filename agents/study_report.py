@@ -156,6 +156,7 @@ def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000
     levels = list(dict.fromkeys([CLEAN, *cfg["levels"]]))
     result: dict[str, Any] = {"config": cfg, "reps": reps, "levels": {}, "improvement": {}}
     taus = np.linspace(0.0, 1000.0, 101)
+    key = offline_key(cfg)
     for level in levels:
         mats = score_matrices(study, level)
         if not mats:
@@ -165,8 +166,8 @@ def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000
         for g in agg:
             agg[g]["laps_finished"] = mats[g]["laps"]
             agg[g]["run_keys"] = mats[g]["runs"]
-            acc = [study["runs"][k]["val_accuracy"] for k in mats[g]["runs"] if study["runs"].get(k, {}).get("val_accuracy") is not None]
-            agg[g]["val_accuracy"] = [float(a) for a in acc]  # offline: the action class of held-out expert frames
+            offline = [study["runs"].get(k, {}).get(key) for k in mats[g]["runs"]]
+            agg[g][key] = [float(a) for a in offline if a is not None]
         learned = {g: s for g, s in scores.items() if g != EXPERT}
         entry: dict[str, Any] = {"aggregates": agg}
         if level == CLEAN and learned:
@@ -179,6 +180,8 @@ def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000
                 yi = [mats[y]["seeds"].index(s) for s in common]
                 pairs[f"{x} > {y}"] = probability_of_improvement(scores[x][:, xi], scores[y][:, yi], max(100, reps // 4))
         entry["improvement"] = pairs
+        if level == CLEAN:
+            entry["offline_vs_closed_loop"] = offline_agreement(study, mats, key)
         result["levels"][level] = entry
     write_json(out / "report.json", result)
     figures = _plots(result, out)
@@ -186,10 +189,41 @@ def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000
     return result
 
 
-def _fmt_acc(acc: list[float] | None) -> str:
-    if not acc:
+def offline_key(cfg: dict[str, Any]) -> str:
+    """The run's offline figure: the share of held-out expert frames whose action class it matches
+    (carracing), or its validation MSE on steering (udacity, the paper's Udacity metric)."""
+    return "val_loss" if cfg.get("task", "carracing") == "udacity" else "val_accuracy"
+
+
+def offline_agreement(study: dict[str, Any], mats: dict[str, dict[str, Any]], key: str) -> dict[str, Any] | None:
+    """Whether the offline figure ranks the learned runs as driving does: Spearman's rank correlation
+    between each run's offline figure and its mean return (scipy), over every run of every group.
+    Oriented so that +1 means "better offline, better driving" (a lower MSE is better)."""
+    from scipy.stats import spearmanr
+
+    pairs = []
+    for g, m in mats.items():
+        if g == EXPERT:
+            continue
+        for k, row in zip(m["runs"], m["scores"]):
+            v = study["runs"].get(k, {}).get(key)
+            if v is not None:
+                pairs.append((-v if key == "val_loss" else v, float(row.mean())))
+    if len(pairs) < 3:
+        return None
+    x, y = np.array(pairs).T
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    rho, p = spearmanr(x, y)
+    return {"metric": key, "runs": len(pairs), "spearman": float(rho), "p_value": float(p)}
+
+
+def _fmt_offline(values: list[float] | None, key: str) -> str:
+    if not values:
         return "-"
-    return f"{np.mean(acc):.1%}" + (f" ± {np.std(acc, ddof=1):.1%}" if len(acc) > 1 else "")
+    if key == "val_loss":
+        return f"{np.mean(values):.4f}" + (f" ± {np.std(values, ddof=1):.4f}" if len(values) > 1 else "")
+    return f"{np.mean(values):.1%}" + (f" ± {np.std(values, ddof=1):.1%}" if len(values) > 1 else "")
 
 
 def _fmt_ci(v: float, ci: list[float] | None) -> str:
@@ -212,17 +246,24 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
         f"runs and held-out episodes ({result['reps']} resamples, rliable). Rebuilt from study.json alone by `nacdrive study --report DIR`.",
         "",
     ]
+    key = offline_key(cfg)
+    offline_name = "validation MSE" if key == "val_loss" else "offline accuracy"
     for level, entry in result["levels"].items():
         lines += [f"## {'Clean' if level == CLEAN else 'Perturbation ' + level}", "",
-                  "| group | runs x episodes | IQM [95 % CI] | mean [95 % CI] | worst run's mean | run means | worst episode | laps finished | offline accuracy |",
+                  f"| group | runs x episodes | IQM [95 % CI] | mean [95 % CI] | worst run's mean | run means | worst episode | laps finished | {offline_name} |",
                   "|---|---|---|---|---|---|---|---|---|"]
         rows = sorted(entry["aggregates"].items(), key=lambda kv: (kv[0] == EXPERT, -kv[1]["iqm"]))
         for g, a in rows:
             lines.append(
                 f"| {g} | {a['runs']} x {a['episodes']} | {_fmt_ci(a['iqm'], a['iqm_ci'])} | {_fmt_ci(a['mean'], a['mean_ci'])} "
                 f"| {a['worst_run_mean']:.1f} | {', '.join(f'{m:.0f}' for m in a['run_means'])} | {a['min_episode']:.1f} | {a['laps_finished']:.0%} "
-                f"| {_fmt_acc(a.get('val_accuracy'))} |"
+                f"| {_fmt_offline(a.get(key), key)} |"
             )
+        agree = entry.get("offline_vs_closed_loop")
+        if agree:
+            lines += ["", f"Does the {offline_name} rank the runs as driving does? Spearman's rank correlation between each run's "
+                      f"{offline_name} and its mean return, over {agree['runs']} runs: {agree['spearman']:+.2f} (p = {agree['p_value']:.2f}; "
+                      "+1: better offline is better driving, 0: no relation)."]
         if entry["improvement"]:
             lines += ["", "| comparison | P(X > Y) [95 % CI] |", "|---|---|"]
             for name, p in entry["improvement"].items():

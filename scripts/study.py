@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 
 from nac.heads import head_names
-from scripts.args import add_ray_flag, non_negative_int, positive_int
+from nac.pilotnet import DENSE
+from scripts.args import add_ray_flag, non_negative_int, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Runs a grid of training runs (variants x heads x training seeds) by one recipe: one demonstration set recorded\n"
             "and shared, behaviour cloning, DAgger (agents/pretrained/README.md's recipe by default); then drives every run on\n"
             "the same held-out seeds at every --perturb level, with the expert on the same seeds as reference.\n"
+            "--task udacity: PilotNet runs on one stand-in recording ('sim --record'), each episode driven by the stand-in\n"
+            "simulator through a bridge of its own, as 'drive' + 'sim' do (recipe keys: epochs, lr, batch_size, val_fraction,\n"
+            "net.*; heads include dense, PilotNet's own layers; the report gives each head's validation MSE).\n"
             "Everything lands in OUT/study.json as it finishes; run the same command again to continue an interrupted\n"
             "study (finished runs and episodes are never redone; the grid may grow). The report (OUT/report/report.md,\n"
             "report.json, plots) gives per group the IQM and mean with 95 % stratified bootstrap intervals, each run's mean,\n"
@@ -27,12 +31,16 @@ def register(sub: argparse._SubParsersAction) -> None:
             "  nacdrive study --heads nac lstm gru cfc mha --seeds 3 --episodes 50 --out runs/study\n"
             "  nacdrive study --heads nac --seeds 3 --variant base --variant bc:dagger_rounds=0 --out runs/bc-vs-dagger\n"
             "  nacdrive study --heads nac lstm --seeds 3 --perturb drop=0.2 --perturb jitter=3 --out runs/robust\n"
+            "  nacdrive study --task udacity --heads dense nac lstm --seeds 3 --demos 10 --episodes 10 --speed 25 --out runs/pilotnet\n"
             "  nacdrive study --report runs/study          # rebuild the report from study.json alone"
         ),
     )
     p.add_argument("--out", type=Path, help="the study folder (demos/, runs/, study.json, report/)")
     p.add_argument("--report", type=Path, metavar="DIR", help="only rebuild DIR/report from DIR/study.json, running nothing")
-    p.add_argument("--heads", nargs="+", default=["nac", "lstm"], choices=head_names(), metavar="HEAD", help=f"sequence heads (default nac lstm; from {', '.join(head_names())})")
+    p.add_argument("--task", default="carracing", choices=("carracing", "udacity"),
+                   help="carracing (default): the CarRacing driving network; udacity: PilotNet through the bridge")
+    p.add_argument("--heads", nargs="+", default=["nac", "lstm"], choices=[*head_names(), DENSE], metavar="HEAD",
+                   help=f"sequence heads (default nac lstm; from {', '.join(head_names())}; udacity also {DENSE})")
     p.add_argument("--seeds", type=positive_int, default=3, help="training seeds per head and variant (default 3)")
     p.add_argument("--first-seed", type=non_negative_int, default=0, help="the first training seed (default 0)")
     p.add_argument(
@@ -46,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, default=50, help="held-out episodes per run and level (default 50)")
     p.add_argument("--seed-start", type=non_negative_int, default=10000, help="first held-out seed (default 10000)")
     p.add_argument("--perturb", action="append", default=[], metavar="KIND=LEVEL", help="also evaluate at this perturbation level (repeatable; see nacdrive evaluate --help)")
+    p.add_argument("--speed", type=positive_float, default=15.0, help="udacity: the bridge's target speed in mph (drive --speed; default 15)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="local processes, each one training run or episode at a time (default: up to 2)")
     add_ray_flag(p, "the training runs and episodes")
     p.add_argument("--reps", type=positive_int, default=2000, help="bootstrap resamples for the intervals (default 2000)")
@@ -75,9 +84,12 @@ def run(args: argparse.Namespace) -> int:
     cfg = StudyConfig(
         out=str(args.out), heads=args.heads, seeds=args.seeds, first_seed=args.first_seed, variants=variants, demos=args.demos,
         continuous=not args.discrete, episodes=args.episodes, seed_start=args.seed_start, levels=[CLEAN, *args.perturb],
-        max_steps=args.max_steps, workers=args.workers, ray=args.ray,
+        max_steps=args.max_steps, workers=args.workers, ray=args.ray, task=args.task, speed=args.speed,
     )
-    run_study(cfg)
+    kind = None
+    if cfg.task == "udacity":
+        from sim_bridge.study import UDACITY as kind
+    run_study(cfg, kind=kind)
     build(args.out, reps=args.reps)
     print((Path(args.out) / "report" / "report.md").read_text())
     print(f"study: {Path(args.out) / 'study.json'}; report: {Path(args.out) / 'report' / 'report.md'}")

@@ -121,7 +121,7 @@ def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
                               f"(--seed {max(before['training_seeds']) + 1} or higher)")
         for seed in seeds:
             env.reset(seed=seed)
-            total, steer_deg, throttle, finished = 0.0, 0.0, 0.0, False
+            total, steer_deg, throttle, finished, steps = 0.0, 0.0, 0.0, False, 0
             while True:
                 speed = car_state(env).speed * MPH_PER_UNIT
                 t0 = time.perf_counter()
@@ -137,11 +137,12 @@ def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
                 action = np.array([steer, max(0.0, throttle), max(0.0, -throttle)], dtype=np.float32)
                 _, reward, term, trunc, info = env.step(action)
                 total += float(reward)
+                steps += 1
                 finished = finished or bool(info.get("lap_finished", False))
                 if term or trunc:
                     break
             u = env.unwrapped
-            episodes.append({"seed": seed, "return": total, "lap_finished": finished, "tiles": u.tile_visited_count / max(1, len(u.track))})
+            episodes.append({"seed": seed, "return": total, "length": steps, "lap_finished": finished, "tiles": u.tile_visited_count / max(1, len(u.track))})
         bridge = client.request(STATS_EVENT)
     finally:
         client.close()

@@ -215,3 +215,17 @@ def test_the_report_states_levels_and_improvement_from_a_hand_made_study(tmp_pat
     text = (tmp_path / "report" / "report.md").read_text()
     assert "## Perturbation drop=0.4" in text and "88.0%" in text
     assert (tmp_path / "report" / "levels.png").stat().st_size > 1000 and (tmp_path / "report" / "profiles.png").is_file()
+
+
+def test_offline_agreement_is_spearmans_rank_correlation_oriented_so_better_is_positive():
+    from agents.study_report import offline_agreement
+
+    runs = {f"base/nac/seed{i}": {"val_accuracy": a, "val_loss": l} for i, (a, l) in enumerate([(0.80, 0.03), (0.85, 0.02), (0.90, 0.01)])}
+    mats = {"nac": {"runs": sorted(runs), "scores": np.array([[700.0, 720.0], [800.0, 790.0], [900.0, 910.0]])},
+            "expert": {"runs": ["expert"], "scores": np.array([[930.0, 925.0]])}}
+    study = {"runs": runs}
+    acc = offline_agreement(study, mats, "val_accuracy")
+    mse = offline_agreement(study, mats, "val_loss")
+    assert acc["runs"] == 3 and acc["spearman"] == pytest.approx(1.0) and mse["spearman"] == pytest.approx(1.0)
+    mats["nac"]["scores"] = mats["nac"]["scores"][::-1]  # better offline now drives worse
+    assert offline_agreement(study, mats, "val_accuracy")["spearman"] == pytest.approx(-1.0)

@@ -19,6 +19,7 @@ from nac import ConfigError
 from nac.pilotnet import PilotNet, PilotNetConfig
 from sim_bridge import patches
 from sim_bridge.bench import free_port
+from sim_bridge.carracing_sim import recorded_seeds
 from sim_bridge.server import BadTelemetry, BridgeConfig, DriveRecorder, SpeedController, parse_telemetry
 from sim_bridge.standin import UnityLikeClient, telemetry_fields
 
@@ -241,3 +242,33 @@ def test_bench_bridge_measures_round_trips_and_memory(tmp_path):
     r = bench_bridge(str(tmp_path / "run"), seconds=2.0)
     assert r["exchanges"] > 20 and 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"]
     assert len(r["rss_mb"]) >= 2 and all(m > 0 for _, m in r["rss_mb"])
+
+
+def test_a_udacity_study_trains_pilotnet_heads_and_drives_them_through_the_bridge(tmp_path):
+    """study --task udacity: one stand-in recording, PilotNet runs (its own dense layers and a
+    registry head), every held-out episode driven by the stand-in through a bridge process."""
+    from agents.study import StudyConfig, run_study
+    from agents.study_report import build
+    from sim_bridge.study import UDACITY
+
+    cfg = StudyConfig(out=str(tmp_path / "s"), task="udacity", heads=["dense", "gru"], seeds=1, demos=2, episodes=2,
+                      seed_start=100, max_steps=40, workers=2, speed=20.0,
+                      variants={"base": {"epochs": 1, "batch_size": 16, "net": {"d_model": 16}}})
+    data = run_study(cfg, quiet=True, kind=UDACITY)
+    assert sorted(data["runs"]) == ["base/dense/seed0", "base/gru/seed0"]
+    assert all(r["done"] and r["val_loss"] is not None for r in data["runs"].values())
+    assert recorded_seeds([str(tmp_path / "s/demos")]) == [0, 1]
+    eps = [e for e in data["episodes"] if e["run"] != "expert"]
+    assert sorted((e["run"], e["episode_seed"]) for e in eps) == [(r, s) for r in sorted(data["runs"]) for s in (100, 101)]
+    assert all(e["length"] == 40 and e["step_ms_p50"] > 0 for e in eps)  # driven through a bridge, every step answered
+    again = run_study(cfg, quiet=True, kind=UDACITY)
+    assert again["episodes"] == data["episodes"]
+    build(tmp_path / "s", reps=100)
+    text = (tmp_path / "s/report/report.md").read_text()
+    assert "validation MSE" in text and "| dense | 1 x 2 |" in text
+    with pytest.raises(ConfigError, match="no --perturb"):
+        StudyConfig(out="x", task="udacity", levels=["none", "drop=0.2"])
+    with pytest.raises(ConfigError, match="dagger_rounds do not apply to PilotNet"):
+        StudyConfig(out="x", task="udacity", variants={"b": {"dagger_rounds": 0}})
+    with pytest.raises(ConfigError, match="needs its StudyKind"):
+        run_study(StudyConfig(out=str(tmp_path / "t"), task="udacity"))

@@ -1,0 +1,120 @@
+"""The Udacity path in `nacdrive study --task udacity`: PilotNet runs (one per head and training
+seed) trained on one stand-in recording, every held-out episode driven as a user drives it: the
+stand-in simulator (`sim`) through a bridge (`drive`) of its own, in another process.
+
+The grid, resume, scheduling, study.json and the report are agents.study's; this module says how
+a Udacity study records, trains and drives (sim_bridge.study.UDACITY, an agents.study.StudyKind).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agents.study import StudyConfig, StudyKind, Recipe, quiet_bars
+from agents.tasks import train
+from agents.training import TrainConfig
+from agents.udacity import training_data
+from nac.config import ConfigError
+from sim_bridge.bench import free_port
+from sim_bridge.carracing_sim import SimConfig, drive_autonomous, record_training, recorded_seeds
+
+BRIDGE_START_S = 120.0  # a bridge process imports torch and loads its run before it listens; under load that takes a while
+
+
+def record(cfg: StudyConfig) -> None:
+    """The expert's drives on seeds 0 .. demos - 1 in the simulator's recording format, written
+    whole or not at all (an interrupted recording is redone: it takes a minute or two)."""
+    demos = cfg.demos_dir
+    if len(recorded_seeds([str(demos)])) >= cfg.demos:
+        return
+    partial = demos.with_name(demos.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.rmtree(demos, ignore_errors=True)  # fewer tracks than asked: the study grew its recording
+    record_training(SimConfig(record=str(partial), episodes=cfg.demos, seed=0, max_steps=cfg.max_steps))
+    partial.rename(demos)
+    # the recording's rows name their images by absolute path; the loader finds them by file name in IMG/
+
+
+def train_run(job: dict[str, Any]) -> dict[str, Any]:
+    """One PilotNet run to its end (a task), resumed from its own state if interrupted."""
+    torch.set_num_threads(1)
+    run, recipe = Path(job["path"]), Recipe.from_dict(job["recipe"])
+    started = time.monotonic()
+    tc = TrainConfig(
+        data=[job["demos"]], out=str(run), task="udacity", head=job["head"], epochs=recipe.epochs, lr=recipe.lr,
+        batch_size=recipe.batch_size, val_fraction=recipe.val_fraction, seed=job["seed"], net=dict(recipe.net),
+        device=job.get("device", "auto"),
+    )
+    with quiet_bars():
+        if not (run / "train_state.json").is_file():
+            shutil.rmtree(run, ignore_errors=True)  # a start that died before its first checkpoint
+            metrics = train(tc, quiet=True)
+        else:
+            metrics = train(tc, resume=True, quiet=True)
+    best = metrics.get("best") or {}
+    return {
+        "path": str(run), "train_seconds": metrics.get("train_seconds"), "wall_seconds": round(time.monotonic() - started, 1),
+        "val_loss": best.get("val_loss"), "val_mae": best.get("val_mae"),
+    }
+
+
+def serve(path: str, port: str, speed: str) -> None:
+    """A bridge for one run, as `nacdrive drive RUN --port P --speed S` serves it (silently)."""
+    from agents.udacity import SteeringPolicy
+    from sim_bridge.server import BridgeConfig, DriveBridge
+
+    torch.set_num_threads(1)
+    with open(os.devnull, "w") as sink:
+        cfg = BridgeConfig(port=int(port), speed=float(speed), status_every=0)
+        DriveBridge(SteeringPolicy.from_run(path), cfg, out=sink, training_seeds=recorded_seeds(training_data(path))).serve()
+
+
+def _wait_listening(port: int, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the bridge exited ({proc.returncode}): {proc.stderr.read().decode(errors='replace')[-500:]}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"the bridge did not listen within {timeout:.0f} s")
+
+
+def episode(job: tuple[str, float, int, int]) -> dict[str, Any]:
+    """One held-out episode (a task): a bridge process for the run, the stand-in drives through it."""
+    path, speed, max_steps, seed = job
+    port = free_port()
+    code = "import sys; from sim_bridge.study import serve; serve(*sys.argv[1:])"
+    proc = subprocess.Popen([sys.executable, "-c", code, path, str(port), str(speed)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        _wait_listening(port, proc, BRIDGE_START_S)
+        r = drive_autonomous(SimConfig(port=port, seed=seed, episodes=1, max_steps=max_steps))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    if r["unexpected_replies"]:
+        raise ConfigError(f"the bridge gave {r['unexpected_replies']} unexpected replies driving seed {seed}")
+    e = r["episodes_detail"][0]
+    return {"return": e["return"], "length": e["length"], "lap_finished": e["lap_finished"], "tiles": e["tiles"],
+            "step_ms_p50": r["bridge"].get("p50_ms")}
+
+
+UDACITY = StudyKind(
+    record=record, train=train_run, episode=episode,
+    episode_job=lambda cfg, path, level, seed: (path, cfg.speed, cfg.max_steps, seed),
+    training_seeds=lambda path: recorded_seeds(training_data(path)),
+)
