@@ -123,7 +123,8 @@ class StudyConfig:
     demos: int = 50  # expert demonstrations (seeds 0 .. demos - 1), recorded once and shared
     continuous: bool = True  # continuous actions; False: the 5 discrete ones
     expert: str = "track"  # who demonstrates and labels DAgger rollouts
-    episodes: int = 50  # held-out episodes per run and level
+    episodes: int = 50  # held-out episodes per run at the clean level
+    perturb_episodes: int | None = None  # per run at each perturbation level: the first ones of those seeds (None: episodes)
     seed_start: int = 10000  # held-out seeds seed_start ..
     levels: list[str] = field(default_factory=lambda: [CLEAN])  # perturbation levels ("none" = clean; agents.perturb)
     max_steps: int = EPISODE_STEPS  # steps per episode
@@ -151,6 +152,8 @@ class StudyConfig:
             Recipe.from_dict(overrides)
         need(self.demos >= 2, f"demos must be >= 2 (one episode is held out for validation; got {self.demos})")
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
+        need(self.perturb_episodes is None or 1 <= self.perturb_episodes <= self.episodes,
+             f"perturb-episodes must be in 1..episodes ({self.episodes}; got {self.perturb_episodes})")
         need(self.seed_start >= self.demos, f"seed-start must be >= {self.demos}: the held-out seeds may not be demonstration seeds")
         need(self.seed_start + self.episodes <= FIRST_SEED, f"held-out seeds must stay below {FIRST_SEED} (DAgger's rollout seeds)")
         need(bool(self.levels), "give at least one level")
@@ -170,8 +173,9 @@ class StudyConfig:
             for h in self.heads
         ]
 
-    def eval_seeds(self) -> list[int]:
-        return list(range(self.seed_start, self.seed_start + self.episodes))
+    def eval_seeds(self, level: str = CLEAN) -> list[int]:
+        n = self.episodes if level == CLEAN or self.perturb_episodes is None else self.perturb_episodes
+        return list(range(self.seed_start, self.seed_start + n))
 
     @property
     def demos_dir(self) -> Path:
@@ -289,6 +293,7 @@ def _merged_config(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     merged["seeds"] = max(old["first_seed"] + old["seeds"], new["first_seed"] + new["seeds"]) - min(old["first_seed"], new["first_seed"])
     merged["first_seed"] = min(old["first_seed"], new["first_seed"])
     merged["episodes"] = max(old["episodes"], new["episodes"])
+    merged["perturb_episodes"] = max(old.get("perturb_episodes") or old["episodes"], new["perturb_episodes"] or new["episodes"])
     return merged
 
 
@@ -349,7 +354,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
         path = str(cfg.run_dir(run["key"]))
         tasks = []
         for level in cfg.levels:
-            for s in seeds:
+            for s in cfg.eval_seeds(level):
                 if (run["key"], level, s) not in study.keys:
                     tasks.append(Task(("episode", run["key"], level, s), kind.episode, kind.episode_job(cfg, path, level, s)))
         return tasks
@@ -378,7 +383,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     ]
     ready_eval = expert_tasks + ready_eval
 
-    total_eps = len(runs) * len(cfg.levels) * len(seeds) + len(seeds)
+    total_eps = len(runs) * sum(len(cfg.eval_seeds(level)) for level in cfg.levels) + len(seeds)
     progress = _Progress(study, [r["key"] for r in runs], total_eps, capacity, quiet)
     running: dict[Any, str] = {}
 

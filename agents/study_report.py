@@ -239,8 +239,10 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
         "",
         f"Heads {', '.join(cfg['heads'])}; training seeds {cfg['first_seed']}..{cfg['first_seed'] + cfg['seeds'] - 1}; "
         f"variants {', '.join(f'{k} {v or {}}' for k, v in cfg['variants'].items())}; {cfg['demos']} {cfg['expert']}-expert demonstrations "
-        f"({'continuous' if cfg['continuous'] else 'discrete'} actions); {cfg['episodes']} held-out episodes per run and level on seeds "
-        f"{cfg['seed_start']}..{cfg['seed_start'] + cfg['episodes'] - 1}. Runs trained: {n_done} of {n_runs}; episodes recorded: {len(study['episodes'])}.",
+        f"({'continuous' if cfg['continuous'] else 'discrete'} actions); {cfg['episodes']} held-out episodes per run on seeds "
+        f"{cfg['seed_start']}..{cfg['seed_start'] + cfg['episodes'] - 1}"
+        + (f", the first {cfg['perturb_episodes']} of them at each perturbation level" if cfg.get("perturb_episodes") not in (None, cfg["episodes"]) and len(cfg["levels"]) > 1 else "")
+        + f". Runs trained: {n_done} of {n_runs}; episodes recorded: {len(study['episodes'])}.",
         "",
         "IQM = interquartile mean of all (run, episode) returns; intervals are 95 % stratified bootstrap intervals over training "
         f"runs and held-out episodes ({result['reps']} resamples, rliable). Rebuilt from study.json alone by `nacdrive study --report DIR`.",

@@ -52,6 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--demos", type=positive_int, default=50, help="expert demonstrations, seeds 0.. (default 50)")
     p.add_argument("--discrete", action="store_true", help="5 discrete actions instead of continuous (steer, gas, brake)")
     p.add_argument("--episodes", type=positive_int, default=50, help="held-out episodes per run and level (default 50)")
+    p.add_argument("--perturb-episodes", type=positive_int, metavar="N",
+                   help="held-out episodes per run at each --perturb level: the first N of the clean level's seeds (default: --episodes)")
     p.add_argument("--seed-start", type=non_negative_int, default=10000, help="first held-out seed (default 10000)")
     p.add_argument("--perturb", action="append", default=[], metavar="KIND=LEVEL", help="also evaluate at this perturbation level (repeatable; see nacdrive evaluate --help)")
     p.add_argument("--speed", type=positive_float, default=15.0, help="udacity: the bridge's target speed in mph (drive --speed; default 15)")
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("two variants have the same name")
     cfg = StudyConfig(
         out=str(args.out), heads=args.heads, seeds=args.seeds, first_seed=args.first_seed, variants=variants, demos=args.demos,
-        continuous=not args.discrete, episodes=args.episodes, seed_start=args.seed_start, levels=[CLEAN, *args.perturb],
+        continuous=not args.discrete, episodes=args.episodes, perturb_episodes=args.perturb_episodes, seed_start=args.seed_start, levels=[CLEAN, *args.perturb],
         max_steps=args.max_steps, workers=args.workers, ray=args.ray, task=args.task, speed=args.speed,
     )
     kind = None

@@ -229,3 +229,15 @@ def test_offline_agreement_is_spearmans_rank_correlation_oriented_so_better_is_p
     assert acc["runs"] == 3 and acc["spearman"] == pytest.approx(1.0) and mse["spearman"] == pytest.approx(1.0)
     mats["nac"]["scores"] = mats["nac"]["scores"][::-1]  # better offline now drives worse
     assert offline_agreement(study, mats, "val_accuracy")["spearman"] == pytest.approx(-1.0)
+
+
+def test_perturbation_levels_may_drive_fewer_episodes(process_study, tmp_path):
+    out, data = process_study
+    grown = tmp_path / "grown"
+    shutil.copytree(out, grown)
+    again = run_study(tiny(grown, workers=2, episodes=2, perturb_episodes=1, levels=["none", "drop=0.5"]), quiet=True)
+    perturbed = [(e["run"], e["episode_seed"]) for e in again["episodes"] if e["level"] == "drop=0.5"]
+    assert sorted(perturbed) == sorted((r, 100) for r in data["runs"])  # the first held-out seed only
+    assert [e for e in again["episodes"] if e["level"] == "none"] == data["episodes"]
+    with pytest.raises(ConfigError, match="perturb-episodes must be in 1..episodes"):
+        tiny(tmp_path / "x", perturb_episodes=3)
