@@ -45,8 +45,6 @@ class DrivingNetConfig(ConfigDict):
     time_unit: float = 1.0 / 50  # seconds per unit of head time (one CarRacing step at 50 FPS)
     brake_gate: bool = False  # continuous: a fourth output decides whether to brake at all (the expert brakes in rare, hard
     # pulses; one regressed brake learns their mean, a small brake on every step); the brake output is then how hard
-    brake_deadzone: float = 0.0  # continuous: a brake below this is not applied when driving (the same remedy for that
-    # small constant brake, at no training cost; training still fits the brake output itself)
 
     def __post_init__(self) -> None:
         need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
@@ -57,8 +55,6 @@ class DrivingNetConfig(ConfigDict):
         need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
         need(self.time_unit > 0, f"time_unit must be > 0 (got {self.time_unit})")
         need(not self.brake_gate or self.action_space == "continuous", "brake_gate is for continuous actions")
-        need(0.0 <= self.brake_deadzone < 1.0, f"brake_deadzone must be in [0, 1) (got {self.brake_deadzone})")
-        need(not self.brake_deadzone or self.action_space == "continuous", "brake_deadzone is for continuous actions")
         self.head_config()  # validate the head options now, with the head's own messages
 
     @property
@@ -148,15 +144,11 @@ class DrivingNet(nn.Module):
 
     def squash(self, raw: Tensor, driven: bool = True) -> Tensor:
         """Continuous outputs into the action (..., 3): steer tanh, gas / brake sigmoid. As driven,
-        the brake is applied only where the brake gate's logit is positive (brake_gate) and where it
-        reaches brake_deadzone; driven=False gives the outputs themselves, as training fits them."""
+        with brake_gate the brake is applied only where the gate's logit is positive; driven=False
+        gives the outputs themselves, as training fits them."""
         action = torch.cat([torch.tanh(raw[..., :1]), torch.sigmoid(raw[..., 1:3])], -1)
-        if driven and (self.config.brake_gate or self.config.brake_deadzone):
-            brake = action[..., 2:3]
-            if self.config.brake_gate:
-                brake = brake * (raw[..., 3:4] > 0)
-            brake = brake * (brake >= self.config.brake_deadzone)
-            action = torch.cat([action[..., :2], brake], -1)
+        if driven and self.config.brake_gate:
+            action = torch.cat([action[..., :2], action[..., 2:3] * (raw[..., 3:4] > 0)], -1)
         return action
 
     # ------------------------------------------------------------------ persistence

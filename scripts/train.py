@@ -67,9 +67,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-time", action="store_true", help="do not give heads the frames' timestamps")
     p.add_argument("--brake-gate", action="store_true", help="continuous actions: a fourth output decides whether to brake at all "
                    "(cross-entropy), the brake output how hard (fitted where the expert brakes)")
-    p.add_argument("--brake-deadzone", type=float, default=0.0, metavar="B",
-                   help="continuous actions: when driving, a brake output below B is not applied (default 0; saved in the "
-                   "run's config.json, where it can be changed after training)")
     p.add_argument("--init-from", metavar="RUN", help="start from this run's best weights (same network)")
     p.add_argument("--resume", action="store_true", help="continue the interrupted (or finished, with a larger budget) run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -85,8 +82,6 @@ def run(args: argparse.Namespace) -> int:
         net["use_time"] = not args.no_time
         if args.brake_gate:
             net["brake_gate"] = True
-        if args.brake_deadzone:
-            net["brake_deadzone"] = args.brake_deadzone
     if args.nac:
         net["nac"] = dict(args.nac)
     cfg = TrainConfig(

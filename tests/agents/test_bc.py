@@ -221,27 +221,6 @@ def test_the_brake_gate_brakes_only_where_its_logit_says():
         DrivingNetConfig(head="gru", brake_gate=True)
 
 
-def test_the_brake_deadzone_drops_small_brakes_when_driving_but_not_from_the_fit():
-    from nac.driving import DrivingNet, DrivingNetConfig
-
-    net = DrivingNet(DrivingNetConfig(head="gru", action_space="continuous", window=2, brake_deadzone=0.2))
-    raw = torch.tensor([[0.3, 0.0, -2.0], [0.3, 0.0, 0.0]])  # brake outputs sigmoid(-2) = 0.12 (below) and 0.5 (above)
-    act = net.squash(raw)
-    assert act[0, 2] == 0 and act[1, 2] == 0.5 and torch.equal(act[:, :2], net.squash(raw, driven=False)[:, :2])
-    # training fits the brake output itself: the small brake's error counts and has a gradient
-    raw.requires_grad_(True)
-    target = torch.tensor([[0.3, 0.5, 0.0], [0.3, 0.5, 0.5]])
-    batch = {"actions": target, "classes": torch.from_numpy(action_classes(target.numpy()))}
-    per_row, _ = bc.loss_terms(net, raw, batch, None)
-    assert per_row[0] > 0.004
-    per_row.sum().backward()
-    assert raw.grad[0, 2] != 0
-    with pytest.raises(ConfigError, match="brake_deadzone is for continuous"):
-        DrivingNetConfig(head="gru", brake_deadzone=0.1)
-    with pytest.raises(ConfigError, match=r"brake_deadzone must be in \[0, 1\)"):
-        DrivingNetConfig(head="gru", action_space="continuous", brake_deadzone=1.5)
-
-
 def test_random_shift_moves_a_chunks_frames_together_with_edges_repeated():
     rng = np.random.default_rng(0)
     frames = torch.from_numpy(rng.integers(0, 255, size=(6, 12, 10, 3), dtype=np.uint8))
