@@ -47,7 +47,7 @@ FORMAT = "nacdrive-study/1"
 STUDY_FILE = "study.json"
 CLEAN = perturb.CLEAN
 TASKS = ("carracing", "udacity")
-UDACITY_FIELDS = {"epochs", "lr", "batch_size", "val_fraction", "net"}  # the recipe fields a PilotNet run has
+UDACITY_FIELDS = {"epochs", "lr", "batch_size", "val_fraction", "net"}  # net.speed_output=true: a learned speed target  # the recipe fields a PilotNet run has
 
 
 @dataclass
@@ -130,7 +130,7 @@ class StudyConfig:
     max_steps: int = EPISODE_STEPS  # steps per episode
     workers: int = 0  # local processes; 0 = up to 2
     ray: str | None = None  # Ray cluster address, or "local"; None: local processes
-    speed: float = 15.0  # udacity: the bridge's target speed, mph (drive --speed)
+    speed: float | None = None  # udacity: the bridge's target speed, mph (drive --speed); None: the run's learned speed, else 15
 
     def __post_init__(self) -> None:
         need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
@@ -144,7 +144,7 @@ class StudyConfig:
             for name, overrides in self.variants.items():
                 extra = sorted(set(overrides) - UDACITY_FIELDS)
                 need(not extra, f"variant {name!r}: {', '.join(extra)} do not apply to PilotNet runs (udacity: {', '.join(sorted(UDACITY_FIELDS))})")
-            need(0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
+            need(self.speed is None or 0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
         need(len(set(self.heads)) == len(self.heads), "a head is given twice")
         need(self.seeds >= 1 and self.first_seed >= 0, "seeds must be >= 1 and first_seed >= 0")
         need(bool(self.variants), "give at least one variant")

@@ -1,7 +1,8 @@
 """Training PilotNet (with a registry head) on Udacity simulator recordings, and the steering
 policy the live bridge drives with.
 
-Loss: mean squared error on the normalised steering angle, as PilotNet. The split is by
+Loss: mean squared error on the normalised steering angle, as PilotNet (with speed_output, plus
+that of the speed as a share of SPEED_MAX). The split is by
 recording session (see datasets.udacity.split_by_session); training samples pick a camera and
 are augmented, deterministically under (seed, epoch, index).
 """
@@ -25,7 +26,7 @@ from agents.training import TrainConfig, fit, prepare_run
 from datasets.demos import DataError
 from datasets.udacity import UdacityDataset, preprocess, read_logs, split_by_session
 from nac.checkpoint import load_checkpoint
-from nac.pilotnet import PilotNet, PilotNetConfig
+from nac.pilotnet import SPEED_MAX, PilotNet, PilotNetConfig
 
 
 class UdacityTask:
@@ -58,22 +59,34 @@ class UdacityTask:
         return {
             "image": torch.stack([it["image"] for it in items]).to(device),
             "steering": torch.stack([it["steering"] for it in items]).to(device),
+            "speed": torch.stack([it["speed"] for it in items]).to(device),
         }
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
-        pred = model(batch["image"]).float()
-        return F.mse_loss(pred, batch["steering"]), {"mae": float((pred.detach() - batch["steering"]).abs().mean())}
+        net = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+        steer, speed = net.predict(batch["image"])
+        loss = F.mse_loss(steer.float(), batch["steering"])
+        if speed is not None:
+            loss = loss + F.mse_loss(speed.float() / SPEED_MAX, batch["speed"] / SPEED_MAX)
+        return loss, {"mae": float((steer.detach().float() - batch["steering"]).abs().mean())}
 
     @torch.no_grad()
     def validate(self, device: torch.device) -> dict[str, float]:
         self.net.eval()
-        preds, targets = [], []
+        preds, targets, speed_err = [], [], []
         for i in range(0, len(self.val), 128):
             items = [self.val[j] for j in range(i, min(len(self.val), i + 128))]
-            preds.append(self.net(torch.stack([it["image"] for it in items]).to(device)).float().cpu())
+            steer, speed = self.net.predict(torch.stack([it["image"] for it in items]).to(device))
+            preds.append(steer.float().cpu())
             targets.append(torch.stack([it["steering"] for it in items]))
+            if speed is not None:
+                speed_err.append((speed.float().cpu() - torch.stack([it["speed"] for it in items])).abs())
         p, t = torch.cat(preds), torch.cat(targets)
-        return {"val_loss": float(F.mse_loss(p, t)), "val_mae": float((p - t).abs().mean())}
+        # val_loss is the steering MSE alone, with or without the speed output: the paper's Udacity figure
+        m = {"val_loss": float(F.mse_loss(p, t)), "val_mae": float((p - t).abs().mean())}
+        if speed_err:
+            m["val_speed_mae"] = float(torch.cat(speed_err).mean())  # mph
+        return m
 
 
 def train_udacity(cfg: TrainConfig, resume: bool = False, quiet: bool = False, restart_best: bool = False) -> dict[str, Any]:
@@ -91,11 +104,18 @@ def training_data(run: str | Path) -> list[str]:
 
 
 class SteeringPolicy:
-    """A trained PilotNet run: 320x160 RGB camera frame -> steering in [-1, 1]."""
+    """A trained PilotNet run: 320x160 RGB camera frame -> steering in [-1, 1]. After each frame
+    `last` holds what the network produced: {"steering", "speed"} (speed in mph, None unless the
+    run predicts it)."""
 
     def __init__(self, net: PilotNet) -> None:
         self.net = net.eval()
         self.device = next(net.parameters()).device
+        self.last: dict[str, float | None] = {}
+
+    @property
+    def predicts_speed(self) -> bool:
+        return self.net.config.speed_output
 
     @classmethod
     def from_run(cls, path: str | Path, weights: str = "best", device: str = "cpu") -> "SteeringPolicy":
@@ -111,4 +131,6 @@ class SteeringPolicy:
     @torch.inference_mode()
     def select_action(self, rgb: np.ndarray) -> float:
         x = torch.from_numpy(preprocess(rgb)).permute(2, 0, 1)[None].to(self.device)
-        return float(self.net(x)[0])
+        steer, speed = self.net.predict(x)
+        self.last = {"steering": float(steer[0]), "speed": None if speed is None else float(speed[0])}
+        return self.last["steering"]

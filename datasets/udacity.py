@@ -199,7 +199,7 @@ def augment(rgb: np.ndarray, steering: float, rng: np.random.Generator) -> tuple
 
 
 class UdacityDataset(Dataset):
-    """Item: {"image": (3, 66, 200) uint8 YUV, "steering": float}. Training items pick a camera
+    """Item: {"image": (3, 66, 200) uint8 YUV, "steering": float, "speed": mph}. Training items pick a camera
     (sides with the steering offset) and augment; the draw depends only on (seed, epoch, index)."""
 
     def __init__(self, rec: Recording, indices: Sequence[int], train: bool, seed: int = 0) -> None:
@@ -226,4 +226,5 @@ class UdacityDataset(Dataset):
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         rng = np.random.default_rng([self.seed, self.epoch, i]) if self.train else None
         img, steering = self.item(i, rng)
-        return {"image": torch.from_numpy(img).permute(2, 0, 1).contiguous(), "steering": torch.tensor(steering, dtype=torch.float32)}
+        return {"image": torch.from_numpy(img).permute(2, 0, 1).contiguous(), "steering": torch.tensor(steering, dtype=torch.float32),
+                "speed": torch.tensor(self.rec.samples[self.indices[i]].speed, dtype=torch.float32)}

@@ -22,6 +22,7 @@ TASK = "udacity"
 INPUT = (66, 200)  # height, width of the YUV input
 MAP_COLUMNS, MAP_CHANNELS = 18, 64  # the last convolution's output is 64 x 1 x 18
 DENSE = "dense"  # PilotNet's own dense layers instead of a registry head
+SPEED_MAX = 40.0  # mph: a predicted speed lies in (0, SPEED_MAX) (the simulator's top speed is about 30)
 DENSE_LAYERS = (100, 50, 10)
 
 
@@ -36,6 +37,8 @@ class PilotNetConfig(ConfigDict):
     num_heads: int = 20
     nac: dict[str, Any] = field(default_factory=dict)
     dropout: float = 0.2
+    speed_output: bool = False  # also predict the recorded speed of each frame (a learned speed target for the bridge:
+    # the recording's driver slows before a bend, which a controller reacting to the steering cannot)
 
     def __post_init__(self) -> None:
         need(self.head in HEADS or self.head == DENSE, f"unknown head {self.head!r}; choose one of {DENSE}, {', '.join(HEADS)}")
@@ -70,12 +73,16 @@ class PilotNet(nn.Module):
         if config.head == DENSE:
             sizes = (MAP_CHANNELS * MAP_COLUMNS, *DENSE_LAYERS)
             self.dense = nn.Sequential(*[m for a, b in zip(sizes, sizes[1:]) for m in (nn.Linear(a, b), elu())])
-            self.out = nn.Linear(DENSE_LAYERS[-1], 1)
         else:
             self.head = build_head(config.head_config())
-            self.out = nn.Linear(self.head.config.out_dim, 1)
+        self.out = nn.Linear(DENSE_LAYERS[-1] if self.head is None else self.head.config.out_dim, 2 if config.speed_output else 1)
 
     def forward(self, images: Tensor) -> Tensor:
+        """Steering (B,) in (-1, 1)."""
+        return self.predict(images)[0]
+
+    def predict(self, images: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Steering (B,) in (-1, 1), and with speed_output the speed (B,) in mph, else None."""
         x = images.float() / 127.5 - 1.0  # PilotNet's normalisation layer
         fmap = self.cnn(x)  # (B, 64, 1, 18)
         if self.head is None:
@@ -83,7 +90,9 @@ class PilotNet(nn.Module):
         else:
             tokens = fmap.flatten(2).transpose(1, 2)  # (B, 18, 64): one token per column
             h = self.head(tokens).mean(1)  # (B, d_model)
-        return torch.tanh(self.out(h)[:, 0])
+        out = self.out(h)
+        speed = torch.sigmoid(out[:, 1]) * SPEED_MAX if self.config.speed_output else None
+        return torch.tanh(out[:, 0]), speed
 
     def save(self, directory: str | Path, name: str = "model", extra: dict[str, Any] | None = None) -> None:
         save_checkpoint(directory, {"task": TASK, "net": self.config.to_dict(), **(extra or {})}, self.state_dict(), name)

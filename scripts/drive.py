@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Serves the Udacity self-driving-car simulator (autonomous mode) with a trained --task udacity run: "
             "every telemetry frame gets exactly one steer reply (steering from the model, throttle from a PI "
-            "controller toward --speed, lowered in sharp turns). Bad telemetry or a model error gets a safe "
+            "controller toward --speed, lowered in sharp turns, or toward the speed the model predicts). Bad telemetry or a model error gets a safe "
             "reply (last steering, no throttle) and is counted. A status line shows fps, latency p50/p99 and "
             "bad-frame counts. Works with the simulator's own client and standard Socket.IO clients; try it "
             "here with 'nacdrive sim'."
@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="RUN", help="a run folder from 'nacdrive train --task udacity'")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; others only on purpose)")
     p.add_argument("--port", type=positive_int, default=4567, help="port (default 4567, where the simulator connects)")
-    p.add_argument("--speed", type=positive_float, default=15.0, help="target speed in mph (default 15)")
+    p.add_argument("--speed", type=positive_float, help="target speed in mph (default: the speed the run predicts for each frame "
+                   "if it was trained with --speed-output, else 15, lowered in sharp turns)")
     p.add_argument("--max-steer", type=positive_float, default=1.0, help="clip steering to +-this (default 1)")
     p.add_argument("--record", metavar="DIR", help="record frames and driving_log.csv (simulator format) into a new folder")
     p.add_argument("--weights", default="best", choices=("best", "last"), help="which weights (default best)")

@@ -56,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="held-out episodes per run at each --perturb level: the first N of the clean level's seeds (default: --episodes)")
     p.add_argument("--seed-start", type=non_negative_int, default=10000, help="first held-out seed (default 10000)")
     p.add_argument("--perturb", action="append", default=[], metavar="KIND=LEVEL", help="also evaluate at this perturbation level (repeatable; see nacdrive evaluate --help)")
-    p.add_argument("--speed", type=positive_float, default=15.0, help="udacity: the bridge's target speed in mph (drive --speed; default 15)")
+    p.add_argument("--speed", type=positive_float, help="udacity: the bridge's target speed in mph (drive --speed; default: "
+                   "the speed a run predicts, net.speed_output=true, else 15)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="local processes, each one training run or episode at a time (default: up to 2)")
     add_ray_flag(p, "the training runs and episodes")
     p.add_argument("--reps", type=positive_int, default=2000, help="bootstrap resamples for the intervals (default 2000)")

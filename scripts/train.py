@@ -67,6 +67,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-time", action="store_true", help="do not give heads the frames' timestamps")
     p.add_argument("--brake-gate", action="store_true", help="continuous actions: a fourth output decides whether to brake at all "
                    "(cross-entropy), the brake output how hard (fitted where the expert brakes)")
+    p.add_argument("--speed-output", action="store_true", help="udacity: also predict each frame's recorded speed, which "
+                   "'drive' then uses as its target speed (the driver's slowing before bends, learned)")
     p.add_argument("--init-from", metavar="RUN", help="start from this run's best weights (same network)")
     p.add_argument("--resume", action="store_true", help="continue the interrupted (or finished, with a larger budget) run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -74,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from scripts.args import UserError
     from agents.tasks import train
     from agents.training import TrainConfig
 
@@ -82,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
         net["use_time"] = not args.no_time
         if args.brake_gate:
             net["brake_gate"] = True
+    if args.speed_output:
+        if args.task != "udacity":
+            raise UserError("--speed-output is for --task udacity (the CarRacing network predicts gas and brake itself)")
+        net["speed_output"] = True
     if args.nac:
         net["nac"] = dict(args.nac)
     cfg = TrainConfig(

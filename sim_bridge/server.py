@@ -158,15 +158,19 @@ class DriveRecorder:
 class BridgeConfig:
     host: str = "127.0.0.1"  # the simulator connects to 127.0.0.1; other addresses only on purpose
     port: int = 4567
-    speed: float = 15.0  # target speed, mph (the simulator's top speed is about 30)
+    speed: float | None = None  # target speed, mph (the simulator's top speed is about 30); None: the speed the run
+    # predicts for each frame if it learned one (PilotNet speed_output), else DEFAULT_SPEED
     max_steer: float = 1.0  # steering commands are clipped to [-max_steer, max_steer]
     record: str | None = None  # folder for frames + driving_log.csv
     status_every: float = 1.0  # seconds between status lines (0: none)
 
     def __post_init__(self) -> None:
         need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
-        need(0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
+        need(self.speed is None or 0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
         need(0 < self.max_steer <= 1, f"max steer must be in (0, 1] (got {self.max_steer})")
+
+
+DEFAULT_SPEED = 15.0  # mph, the target for a run that does not predict its speed
 
 
 @dataclass
@@ -177,6 +181,7 @@ class _Drive:
     controller: SpeedController
     last_steer: float = 0.0
     last_t: float | None = None
+    learned_speed: bool = False  # the controller's target is the speed the policy predicts for each frame
 
 
 class _SimulatorServer(socketio.Server):
@@ -225,6 +230,7 @@ class DriveBridge:
         self.bad: Counter[str] = Counter()
         self.frames = 0
         self.training_seeds = list(training_seeds or [])  # tracks the model was trained on (stand-in recordings)
+        self.learned_speed = cfg.speed is None and bool(getattr(policy, "predicts_speed", False))
         self.sio.on("connect", self._connect)
         self.sio.on(STATS_EVENT, self._stats)
         self.sio.on("disconnect", self._disconnect)
@@ -250,7 +256,11 @@ class DriveBridge:
     def _drive(self, sid: str) -> _Drive:
         drive = self.drives.get(sid)
         if drive is None:  # an event that raced its connect
-            drive = self.drives[sid] = _Drive(copy.deepcopy(self.policy), SpeedController(target=self.cfg.speed))
+            if self.learned_speed:  # the prediction already slows for bends: no further cut by the steering
+                controller = SpeedController(target=DEFAULT_SPEED, turn_slowdown=0.0)
+            else:
+                controller = SpeedController(target=self.cfg.speed or DEFAULT_SPEED)
+            drive = self.drives[sid] = _Drive(copy.deepcopy(self.policy), controller, learned_speed=self.learned_speed)
         return drive
 
     def _count(self, kind: str, detail: str) -> None:
@@ -287,6 +297,11 @@ class DriveBridge:
             steer = float(np.clip(float(drive.policy.select_action(tel.frame)), -self.cfg.max_steer, self.cfg.max_steer))
             if not math.isfinite(steer):
                 raise ValueError("the model returned a non-finite steering")
+            if drive.learned_speed:
+                target = float(drive.policy.last["speed"])
+                if not math.isfinite(target):
+                    raise ValueError("the model returned a non-finite speed")
+                drive.controller.target = target
         except Exception as exc:  # any model failure: the simulator must still get its reply
             self._count("model error", f"{type(exc).__name__}: {exc}")
             self._safe(sid)
@@ -333,7 +348,9 @@ class DriveBridge:
             listener = eventlet.listen((self.cfg.host, self.cfg.port))
         except OSError as exc:
             raise ConfigError(f"cannot listen on {self.cfg.host}:{self.cfg.port} ({exc.strerror}); is another bridge running?") from None
-        print(f"bridge listening on {self.cfg.host}:{self.cfg.port}; start the simulator in autonomous mode (Ctrl-C stops)", file=self.out, flush=True)
+        speed = "the speed the model predicts for each frame" if self.learned_speed else f"{self.cfg.speed or DEFAULT_SPEED:g} mph"
+        print(f"bridge listening on {self.cfg.host}:{self.cfg.port}, target speed {speed}; start the simulator in autonomous mode "
+              "(Ctrl-C stops)", file=self.out, flush=True)
         if self.cfg.status_every > 0:
             self.sio.start_background_task(self._status_loop)
         try:

@@ -74,7 +74,7 @@ def serve(path: str, port: str, speed: str) -> None:
 
     torch.set_num_threads(1)
     with open(os.devnull, "w") as sink:
-        cfg = BridgeConfig(port=int(port), speed=float(speed), status_every=0)
+        cfg = BridgeConfig(port=int(port), speed=None if speed == "None" else float(speed), status_every=0)
         DriveBridge(SteeringPolicy.from_run(path), cfg, out=sink, training_seeds=recorded_seeds(training_data(path))).serve()
 
 

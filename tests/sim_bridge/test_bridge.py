@@ -272,3 +272,26 @@ def test_a_udacity_study_trains_pilotnet_heads_and_drives_them_through_the_bridg
         StudyConfig(out="x", task="udacity", variants={"b": {"dagger_rounds": 0}})
     with pytest.raises(ConfigError, match="needs its StudyKind"):
         run_study(StudyConfig(out=str(tmp_path / "t"), task="udacity"))
+
+
+def test_a_run_that_predicts_its_speed_drives_toward_that_speed_unless_told_one(tmp_path):
+    torch.manual_seed(0)
+    net = PilotNet(PilotNetConfig(head="gru", d_model=16, speed_output=True))
+    with torch.no_grad():
+        net.out.weight[1].zero_()
+        net.out.bias[1] = 0.0  # sigmoid(0) * SPEED_MAX: the run predicts 20 mph for every frame
+    steer, speed = net.predict(torch.zeros(2, 3, 66, 200, dtype=torch.uint8))
+    assert speed.tolist() == pytest.approx([20.0, 20.0]) and steer.shape == (2,)
+    net.save(tmp_path / "run", "best", {"train": {}})
+    for extra, expected in (((), SpeedController(target=20.0, turn_slowdown=0.0)), (("--speed", "15"), SpeedController(target=15.0))):
+        port, proc = _serve(tmp_path, *extra)
+        c = UnityLikeClient(port=port)
+        try:
+            name, reply = c.exchange(telemetry_fields(FRAME, 0.0, 0.0, 18.0))
+        finally:
+            c.close()
+            proc.terminate()
+            _, err = proc.communicate(timeout=20)
+        want = expected.update(18.0, float(reply["steering_angle"]), 0.05)
+        assert name == "steer" and float(reply["throttle"]) == pytest.approx(want, abs=1e-4), extra
+        assert ("predicts" in err) == (not extra)  # the start-up line says which target it drives toward

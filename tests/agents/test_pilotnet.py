@@ -39,3 +39,15 @@ def test_training_on_the_real_recording_and_steering_from_it(tmp_path, head):
     policy = SteeringPolicy.from_run(out)
     steer = policy.select_action(torch.randint(0, 255, (160, 320, 3), dtype=torch.uint8).numpy())
     assert -1 < steer < 1
+
+
+def test_a_speed_output_learns_the_recorded_speed_beside_the_steering(tmp_path):
+    out = tmp_path / "speed"
+    m = train(TrainConfig(data=[REAL], out=str(out), task="udacity", head=DENSE, epochs=2, batch_size=8, lr=1e-3,
+                          net={"speed_output": True}), quiet=True)
+    hist = m["history"]
+    assert all("val_speed_mae" in r for r in hist) and hist[-1]["val_speed_mae"] < hist[0]["val_speed_mae"]
+    policy = SteeringPolicy.from_run(out)
+    assert policy.predicts_speed
+    policy.select_action(torch.randint(0, 255, (160, 320, 3), dtype=torch.uint8).numpy())
+    assert 0 < policy.last["speed"] < 40 and -1 < policy.last["steering"] < 1
