@@ -260,7 +260,7 @@ class StudyFile:
         """A study may grow (heads, seeds, episodes, levels, variants) but not change what its
         finished runs were trained and evaluated with."""
         old = self.data["config"]
-        for name in ("task", "demos", "continuous", "expert", "seed_start", "max_steps", "speed"):
+        for name in ("task", "demos", "continuous", "expert", "seed_start", "max_steps", *(("speed",) if cfg.task == "udacity" else ())):
             was = old.get(name, StudyConfig.__dataclass_fields__[name].default)  # fields added later: their default
             need(was == getattr(cfg, name), f"{self.path} was made with {name}={was!r}, not {getattr(cfg, name)!r}; use another --out")
         for v, overrides in cfg.variants.items():
