@@ -69,8 +69,18 @@ def test_the_speed_controller_holds_the_target_and_slows_for_turns():
     assert turning < straight  # the goal drops in a sharp turn
     held = SpeedController(target=15)
     for _ in range(10_000):
-        held.update(0, 0.0, 0.1)  # car held still: the integral must not wind up without bound
-    assert held.integral == held.integral_limit
+        held.update(0, 0.0, 0.1)  # car held still at full throttle: the integral does not wind up
+    assert held.integral == 0
+    near = SpeedController(target=15)
+    for _ in range(10_000):
+        near.update(14, 0.0, 0.1)  # a steady shortfall (drag): the integral grows, to its limit
+    assert near.integral == near.integral_limit
+    # accelerating from standstill, then the target drops before a bend: the controller brakes
+    c = SpeedController(target=25, turn_slowdown=0.0)
+    for v in np.linspace(0, 24, 150):
+        c.update(float(v), 0.0, 0.02)
+    c.target = 15
+    assert c.update(22, 0.0, 0.02) < -0.3
 
 
 def test_recorder_never_overwrites(tmp_path):
