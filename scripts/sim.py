@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, default=1, help="episodes (default 1)")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000)")
     p.add_argument("--record", metavar="DIR", help="training mode: the expert drives; record into this new folder")
+    p.add_argument("--noise", type=float, default=0.0, metavar="S",
+                   help="training mode: the car executes the expert's steering plus a slowly varying offset of std S (the "
+                   "recorded label stays the expert's), so the recording shows recoveries (DART; default 0, try 0.3)")
     p.add_argument("--json", metavar="FILE", help="autonomous mode: write the statistics, per-seed returns and the bridge's figures as JSON")
     p.set_defaults(func=run)
 
@@ -32,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from sim_bridge.carracing_sim import SimConfig, drive_autonomous, record_training, to_markdown
 
-    cfg = SimConfig(host=args.host, port=args.port, seed=args.seed, episodes=args.episodes, max_steps=args.max_steps, record=args.record)
+    cfg = SimConfig(host=args.host, port=args.port, seed=args.seed, episodes=args.episodes, max_steps=args.max_steps, record=args.record, noise=args.noise)
     if cfg.record:
         r = record_training(cfg)
         print(f"recorded {r['rows']} frames into {r['folder']} (driving_log.csv + IMG/)")

@@ -48,10 +48,16 @@ class SimConfig:
     episodes: int = 1
     max_steps: int = 1000
     record: str | None = None  # training mode: the expert drives, frames + driving_log.csv go here
+    noise: float = 0.0  # training mode: std of a slowly varying offset added to the steering the car executes, never to
+    # the label (DART, Laskey et al. 2017): the car drifts off the line and the recording shows the expert bringing it back
 
     def __post_init__(self) -> None:
         need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
         need(self.episodes >= 1 and self.max_steps >= 1, "episodes and max-steps must be >= 1")
+        need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
+
+
+NOISE_PERSISTENCE = 0.95  # per step: the steering offset is an AR(1) process that lasts about 20 steps
 
 
 def make_sim_env(max_steps: int) -> gym.Env:
@@ -68,15 +74,17 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
     env = make_sim_env(cfg.max_steps)
     rows = 0
     clock = datetime(2026, 1, 1)  # file names carry the time as the simulator's do; a new episode is a new session
+    rng = np.random.default_rng([cfg.seed, cfg.episodes])
     with open(out / "driving_log.csv", "w", newline="") as log:
         for ep in range(cfg.episodes):
             env.reset(seed=cfg.seed + ep)
             expert = make_expert("track", env)
             expert.reset()
             clock += timedelta(minutes=1)
+            offset = 0.0
             while True:
                 frame = camera(env)
-                action = np.asarray(expert.select_action(None), dtype=np.float32)
+                action = np.asarray(expert.select_action(None), dtype=np.float32)  # the label: what the expert would do
                 stamp = clock.strftime("%Y_%m_%d_%H_%M_%S_%f")[:-3]
                 path = out / "IMG" / f"center_{stamp}.jpg"
                 cv2.imwrite(str(path), cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
@@ -84,7 +92,10 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
                 log.write(f"{path}, , , {float(action[0]):.6f}, {float(action[1]):.6f}, {float(action[2]):.6f}, {speed:.4f}\n")
                 rows += 1
                 clock += timedelta(milliseconds=1000 / 15)  # the simulator records about 15 frames per second
-                _, _, term, trunc, _ = env.step(action)
+                offset = NOISE_PERSISTENCE * offset + cfg.noise * np.sqrt(1 - NOISE_PERSISTENCE**2) * rng.standard_normal()
+                executed = action.copy()
+                executed[0] = np.clip(action[0] + offset, -1.0, 1.0)
+                _, _, term, trunc, _ = env.step(executed)
                 if term or trunc:
                     break
     env.close()

@@ -305,3 +305,17 @@ def test_a_run_that_predicts_its_speed_drives_toward_that_speed_unless_told_one(
         want = expected.update(18.0, float(reply["steering_angle"]), 0.05)
         assert name == "steer" and float(reply["throttle"]) == pytest.approx(want, abs=1e-4), extra
         assert ("predicts" in err) == (not extra)  # the start-up line says which target it drives toward
+
+
+def test_recording_with_noise_drifts_the_car_and_keeps_the_experts_labels(tmp_path):
+    from sim_bridge.carracing_sim import SimConfig, record_training
+
+    rows = {}
+    for noise in (0.0, 0.5):
+        record_training(SimConfig(record=str(tmp_path / f"n{noise}"), episodes=1, max_steps=60, seed=7, noise=noise))
+        rows[noise] = read_log(tmp_path / f"n{noise}").samples
+    clean, noisy = ([s.steering for s in rows[n]] for n in (0.0, 0.5))
+    assert len(clean) == len(noisy) == 60 and clean[0] == noisy[0]  # the same start; the offset acts from the first step on
+    assert np.abs(np.array(clean) - np.array(noisy)).max() > 0.05  # the drifted car's expert steers otherwise: back to its line
+    with pytest.raises(ConfigError, match="noise must be in"):
+        SimConfig(noise=2.0)
