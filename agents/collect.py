@@ -33,6 +33,7 @@ class CollectConfig:
     append: bool = False  # add `episodes` more episodes to an existing set
     max_steps: int = EPISODE_STEPS  # steps per episode (gymnasium's CarRacing limit is 1000)
     model: str | None = None  # expert model file (PPO expert)
+    noise: float = 0.0  # continuous: std of a drift added to the steering the car executes, not to the label (DART)
 
     def __post_init__(self) -> None:
         check_expert(self.expert, self.model, self.continuous)  # name, model file, action space: before any worker starts
@@ -44,6 +45,46 @@ class CollectConfig:
             raise ConfigError(f"max-steps must be >= 1 (got {self.max_steps})")
         if self.seed_start is not None and self.seed_start < 0:
             raise ConfigError(f"seed-start must be >= 0 (got {self.seed_start})")
+        if not 0.0 <= self.noise <= 1.0 or (self.noise and not self.continuous):
+            raise ConfigError(f"noise must be in [0, 1] and needs --continuous (got {self.noise})")
+
+
+class SteeringDrift:
+    """DART's disturbance (Laskey et al. 2017, "DART: Noise Injection for Robust Imitation
+    Learning"): an AR(1) offset of std `std` added to the steering the car executes, lasting about
+    1 / (1 - PERSISTENCE) steps, so the car drifts off the expert's line and the expert's labels
+    show how to come back. Seeded; reset per episode."""
+
+    PERSISTENCE = 0.95
+
+    def __init__(self, std: float, seed: int) -> None:
+        self.std, self.rng, self.offset = std, np.random.default_rng(seed), 0.0
+
+    def reset(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self, action: np.ndarray) -> np.ndarray:
+        p = self.PERSISTENCE
+        self.offset = p * self.offset + self.std * np.sqrt(1 - p * p) * self.rng.standard_normal()
+        executed = np.array(action, dtype=np.float32, copy=True)
+        executed[0] = np.clip(executed[0] + self.offset, -1.0, 1.0)
+        return executed
+
+
+class DriftedExpert:
+    """The expert driving with a SteeringDrift: select_action returns the executed action; `label`
+    is what the expert chose (the recorded action)."""
+
+    def __init__(self, expert: Any, drift: SteeringDrift) -> None:
+        self.expert, self.drift, self.label = expert, drift, None
+
+    def reset(self) -> None:
+        self.expert.reset()
+        self.drift.reset()
+
+    def select_action(self, obs: Any) -> np.ndarray:
+        self.label = self.expert.select_action(obs)
+        return self.drift(self.label)
 
 
 class Recorder:
@@ -90,8 +131,12 @@ def record_episode(cfg: CollectConfig, seed: int) -> dict[str, Any]:
     """Drive one episode with the expert and write it; returns its manifest entry."""
     env = make_env(cfg.continuous, cfg.max_steps)
     try:
+        driver: Any = make_expert(cfg.expert, env, cfg.model)
         rec = Recorder()
-        result = run_episode(env, make_expert(cfg.expert, env, cfg.model), seed, observer=rec)
+        if cfg.noise:
+            driver = DriftedExpert(driver, SteeringDrift(cfg.noise, seed))
+            rec = Recorder(label=lambda: driver.label)
+        result = run_episode(env, driver, seed, observer=rec)
         return save_recording(cfg.out, rec.episode(seed, cfg.continuous), result)
     finally:
         env.close()
@@ -136,7 +181,10 @@ def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
         if cfg.resume or cfg.append:
             raise ConfigError(f"nothing to {'resume' if cfg.resume else 'append to'} in {out}: it holds no demonstration set")
         start = cfg.seed_start or 0
-        demos = DemoSet.create(out, {**demo_header(cfg.expert, cfg.continuous, cfg.max_steps, cfg.model), "planned_seeds": list(range(start, start + cfg.episodes))})
+        header = demo_header(cfg.expert, cfg.continuous, cfg.max_steps, cfg.model)
+        if cfg.noise:
+            header["steering_noise"] = {"std": cfg.noise, "persistence": SteeringDrift.PERSISTENCE}  # DART
+        demos = DemoSet.create(out, {**header, "planned_seeds": list(range(start, start + cfg.episodes))})
         return demos, demos.manifest["planned_seeds"]
 
     demos = DemoSet(out)
@@ -146,6 +194,8 @@ def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
             f"{out} is a {demos.manifest['action_space']} data set; a {want} expert cannot record into it "
             f"({'drop' if cfg.continuous else 'add'} --continuous)"
         )
+    if demos.manifest.get("steering_noise", {}).get("std", 0.0) != cfg.noise:
+        raise ConfigError(f"{out} was recorded with steering noise {demos.manifest.get('steering_noise', {}).get('std', 0.0)}, not {cfg.noise}")
     if demos.manifest["expert"]["name"] != cfg.expert:
         raise ConfigError(f"{out} was recorded by the {demos.manifest['expert']['name']} expert, not {cfg.expert}")
     demos.recover()

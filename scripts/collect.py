@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_ray_flag(p, "the episodes")
     p.add_argument("--seed-start", type=non_negative_int, default=None, help="first seed (default 0, or after the last with --append)")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
+    p.add_argument("--noise", type=float, default=0.0, metavar="S",
+                   help="continuous: the car executes the expert's steering plus a slowly varying offset of std S, the recorded "
+                   "action stays the expert's, so the demonstrations show recoveries (DART; default 0)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--resume", action="store_true", help="complete an interrupted collection in DATA")
     g.add_argument("--append", action="store_true", help="add --episodes more episodes to DATA")
@@ -78,7 +81,7 @@ def run_collect(args: argparse.Namespace) -> int:
 
     cfg = CollectConfig(
         out=str(args.out), expert=args.expert, episodes=args.episodes, continuous=args.continuous, workers=args.workers, ray=args.ray,
-        seed_start=args.seed_start, resume=args.resume, append=args.append, max_steps=args.max_steps, model=args.model,
+        seed_start=args.seed_start, resume=args.resume, append=args.append, max_steps=args.max_steps, model=args.model, noise=args.noise,
     )
     _print_info(collect(cfg))
     return 0

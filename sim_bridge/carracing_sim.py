@@ -21,6 +21,7 @@ import cv2
 import gymnasium as gym
 import numpy as np
 
+from agents.collect import SteeringDrift
 from agents.env import ENV_ID, car_state
 from agents.experts import make_expert
 from agents.rollout import SOLVED, summarize
@@ -57,9 +58,6 @@ class SimConfig:
         need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
 
 
-NOISE_PERSISTENCE = 0.95  # per step: the steering offset is an AR(1) process that lasts about 20 steps
-
-
 def make_sim_env(max_steps: int) -> gym.Env:
     return gym.make(ENV_ID, continuous=True, render_mode="rgb_array", max_episode_steps=max_steps)
 
@@ -74,14 +72,13 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
     env = make_sim_env(cfg.max_steps)
     rows = 0
     clock = datetime(2026, 1, 1)  # file names carry the time as the simulator's do; a new episode is a new session
-    rng = np.random.default_rng([cfg.seed, cfg.episodes])
     with open(out / "driving_log.csv", "w", newline="") as log:
         for ep in range(cfg.episodes):
             env.reset(seed=cfg.seed + ep)
             expert = make_expert("track", env)
             expert.reset()
+            drift = SteeringDrift(cfg.noise, cfg.seed + ep)
             clock += timedelta(minutes=1)
-            offset = 0.0
             while True:
                 frame = camera(env)
                 action = np.asarray(expert.select_action(None), dtype=np.float32)  # the label: what the expert would do
@@ -92,10 +89,7 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
                 log.write(f"{path}, , , {float(action[0]):.6f}, {float(action[1]):.6f}, {float(action[2]):.6f}, {speed:.4f}\n")
                 rows += 1
                 clock += timedelta(milliseconds=1000 / 15)  # the simulator records about 15 frames per second
-                offset = NOISE_PERSISTENCE * offset + cfg.noise * np.sqrt(1 - NOISE_PERSISTENCE**2) * rng.standard_normal()
-                executed = action.copy()
-                executed[0] = np.clip(action[0] + offset, -1.0, 1.0)
-                _, _, term, trunc, _ = env.step(executed)
+                _, _, term, trunc, _ = env.step(drift(action) if cfg.noise else action)
                 if term or trunc:
                     break
     env.close()

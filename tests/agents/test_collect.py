@@ -79,3 +79,35 @@ def test_a_killed_collection_resumes_without_recording_anything_twice(tmp_path):
     assert demos.seeds() == [0, 1, 2, 3, 4, 5]
     assert demos.check() == []
     assert not list(out.glob(".*.tmp"))
+
+
+def test_steering_noise_drifts_the_car_while_the_labels_stay_the_experts(tmp_path):
+    from agents.collect import SteeringDrift
+
+    sets = {}
+    for noise in (0.0, 0.5):
+        collect(CollectConfig(out=str(tmp_path / f"n{noise}"), episodes=1, workers=1, max_steps=80, continuous=True, noise=noise, seed_start=3))
+        sets[noise] = DemoSet(tmp_path / f"n{noise}")
+    clean, noisy = (sets[n].load()[0] for n in (0.0, 0.5))
+    assert "steering_noise" not in sets[0.0].manifest and sets[0.5].manifest["steering_noise"]["std"] == 0.5
+    assert np.abs(clean.state - noisy.state).max() > 0.1  # the executed steering differed: the car went elsewhere
+    # replayed by hand: the expert drives, the drift moves what is executed, and what was recorded
+    # is the expert's own choice at every step, not the executed action
+    from agents.env import make_env
+    from agents.experts import make_expert
+
+    env = make_env(True, 80, pixels=False)
+    obs, _ = env.reset(seed=3)
+    expert, drift = make_expert("track", env), SteeringDrift(0.5, 3)
+    expert.reset()
+    labels, executed = [], []
+    for _ in range(len(noisy.actions)):
+        a = np.asarray(expert.select_action(obs), dtype=np.float32)
+        e = drift(a)
+        labels.append(a)
+        executed.append(e)
+        obs, *_ = env.step(e)
+    env.close()
+    assert np.allclose(noisy.actions, labels, atol=1e-6) and not np.allclose(noisy.actions, executed, atol=1e-3)
+    with pytest.raises(ConfigError, match="needs --continuous"):
+        CollectConfig(out="x", noise=0.3)
