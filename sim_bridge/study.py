@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import websocket
 
 from agents.study import StudyConfig, StudyKind, Recipe, quiet_bars
 from agents.tasks import train
@@ -90,8 +91,22 @@ def _wait_listening(port: int, proc: subprocess.Popen, timeout: float) -> None:
     raise RuntimeError(f"the bridge did not listen within {timeout:.0f} s")
 
 
-def episode(job: tuple[str, float, int, int]) -> dict[str, Any]:
-    """One held-out episode (a task): a bridge process for the run, the stand-in drives through it."""
+EPISODE_ATTEMPTS = 3  # a bridge that dies mid-episode (killed, out of memory) costs a redo, not the study
+
+
+def episode(job: tuple[str, float | None, int, int]) -> dict[str, Any]:
+    """One held-out episode (a task): a bridge process for the run, the stand-in drives through it.
+    The episode is deterministic, so one cut short by a lost bridge is driven again from its start."""
+    for attempt in range(1, EPISODE_ATTEMPTS + 1):
+        try:
+            return _episode_once(job)
+        except (OSError, RuntimeError, websocket.WebSocketException) as exc:
+            if attempt == EPISODE_ATTEMPTS:
+                raise RuntimeError(f"seed {job[3]}: the bridge failed {attempt} times ({type(exc).__name__}: {exc})") from None
+    raise AssertionError("unreachable")
+
+
+def _episode_once(job: tuple[str, float | None, int, int]) -> dict[str, Any]:
     path, speed, max_steps, seed = job
     port = free_port()
     code = "import sys; from sim_bridge.study import serve; serve(*sys.argv[1:])"

@@ -319,3 +319,21 @@ def test_recording_with_noise_drifts_the_car_and_keeps_the_experts_labels(tmp_pa
     assert np.abs(np.array(clean) - np.array(noisy)).max() > 0.05  # the drifted car's expert steers otherwise: back to its line
     with pytest.raises(ConfigError, match="noise must be in"):
         SimConfig(noise=2.0)
+
+
+def test_a_udacity_episode_whose_bridge_dies_is_driven_again(tmp_path, monkeypatch):
+    from sim_bridge import study
+
+    calls = []
+
+    def flaky(job):
+        calls.append(job)
+        if len(calls) == 1:
+            raise websocket.WebSocketConnectionClosedException("Connection to remote host was lost.")
+        return {"return": 1.0}
+
+    monkeypatch.setattr(study, "_episode_once", flaky)
+    assert study.episode(("run", None, 10, 5)) == {"return": 1.0} and len(calls) == 2
+    monkeypatch.setattr(study, "_episode_once", lambda job: (_ for _ in ()).throw(RuntimeError("the bridge exited (1)")))
+    with pytest.raises(RuntimeError, match="seed 5: the bridge failed 3 times"):
+        study.episode(("run", None, 10, 5))
