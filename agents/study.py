@@ -272,6 +272,12 @@ class StudyFile:
     def episode_key(e: dict[str, Any]) -> tuple[str, str, int]:
         return e["run"], e["level"], e["episode_seed"]
 
+    def forget(self, key: str) -> None:
+        """Drop a run and its episodes (it will be trained and driven again)."""
+        self.data["runs"].pop(key, None)
+        self.data["episodes"] = [e for e in self.data["episodes"] if e["run"] != key]
+        self.keys = {self.episode_key(e) for e in self.data["episodes"]}
+
     def add_episode(self, e: dict[str, Any]) -> bool:
         key = self.episode_key(e)
         if key in self.keys:
@@ -341,6 +347,14 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     # 1. one demonstration set for every run, recorded once (and only if a run still needs training)
     demos = cfg.demos_dir
     runs = cfg.runs()
+    for run in runs:  # a finished run with episodes still to drive and no weights here (study.json moved without it)
+        missing = any((run["key"], level, s) not in study.keys for level in cfg.levels for s in cfg.eval_seeds(level))
+        weights = (cfg.run_dir(run["key"]) / "best.safetensors").is_file()
+        if study.data["runs"].get(run["key"], {}).get("done") and missing and not weights:
+            # is trained again; its recorded episodes go, since they came from weights that no longer exist
+            print(f"{run['key']}: its weights are not in {cfg.run_dir(run['key'])} and it has episodes to drive: training it again", flush=True)
+            study.forget(run["key"])
+    study.save()
     if not all(study.data["runs"].get(r["key"], {}).get("done") for r in runs):
         kind.record(cfg)
 

@@ -241,3 +241,18 @@ def test_perturbation_levels_may_drive_fewer_episodes(process_study, tmp_path):
     assert [e for e in again["episodes"] if e["level"] == "none"] == data["episodes"]
     with pytest.raises(ConfigError, match="perturb-episodes must be in 1..episodes"):
         tiny(tmp_path / "x", perturb_episodes=3)
+
+
+def test_a_finished_run_without_its_weights_and_with_episodes_to_drive_is_trained_again(process_study, tmp_path):
+    out, data = process_study
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    study = json.loads((out / "study.json").read_text())
+    cut = "base/lstm/seed1"
+    study["episodes"] = [e for e in study["episodes"] if not (e["run"] == cut and e["episode_seed"] == 101)]
+    (moved / "study.json").write_text(json.dumps(study))
+    again = run_study(tiny(moved, workers=2), quiet=True)
+    assert [p.parent.name + "/" + p.name for p in (moved / "runs/base").glob("*/seed*")] == ["lstm/seed1"]  # only it retrained
+    keep = [e for e in data["episodes"] if e["run"] != cut]
+    assert [e for e in again["episodes"] if e["run"] != cut] == keep
+    assert sorted(e["episode_seed"] for e in again["episodes"] if e["run"] == cut) == [100, 101]
