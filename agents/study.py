@@ -143,7 +143,7 @@ class StudyConfig:
             need(self.levels == [CLEAN], "udacity studies drive clean through the bridge (no --perturb)")
             for name, overrides in self.variants.items():
                 extra = sorted(set(overrides) - UDACITY_FIELDS)
-                need(not extra, f"variant {name!r}: {', '.join(extra)} do not apply to PilotNet runs (udacity: {', '.join(sorted(UDACITY_FIELDS))})")
+                need(not extra, f"variant {name!r}: {', '.join(extra)} not a recipe field of PilotNet runs (udacity: {', '.join(sorted(UDACITY_FIELDS))})")
             need(self.speed is None or 0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
         need(len(set(self.heads)) == len(self.heads), "a head is given twice")
         need(self.seeds >= 1 and self.first_seed >= 0, "seeds must be >= 1 and first_seed >= 0")

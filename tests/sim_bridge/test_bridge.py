@@ -278,7 +278,7 @@ def test_a_udacity_study_trains_pilotnet_heads_and_drives_them_through_the_bridg
     assert "validation MSE" in text and "| dense | 1 x 2 |" in text
     with pytest.raises(ConfigError, match="no --perturb"):
         StudyConfig(out="x", task="udacity", levels=["none", "drop=0.2"])
-    with pytest.raises(ConfigError, match="dagger_rounds do not apply to PilotNet"):
+    with pytest.raises(ConfigError, match="dagger_rounds not a recipe field of PilotNet runs"):
         StudyConfig(out="x", task="udacity", variants={"b": {"dagger_rounds": 0}})
     with pytest.raises(ConfigError, match="needs its StudyKind"):
         run_study(StudyConfig(out=str(tmp_path / "t"), task="udacity"))
