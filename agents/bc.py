@@ -313,15 +313,15 @@ class CarRacingTask:
         if self._order is None or self._order[0] != epoch:
             self._order = (epoch, self.batches.order(self.seed, epoch))
         per = self.batches.per_batch
-        rows = self.batches.rows(self._order[1][b * per : (b + 1) * per])
+        chunks = self._order[1][b * per : (b + 1) * per]
+        rows = self.batches.rows(chunks)
         back = None
         if self.stride_jitter > 1:  # the timing a policy meets when frames arrive irregularly
             rng = np.random.default_rng([self.seed, epoch, b])
             back = jittered_back(len(rows), self.train_windows.window, self.stride_jitter, rng, self.regular_share)
         batch = self.batches.batch(rows, device, back)
         if self.shift:
-            lengths = self.batches.lengths[self._order[1][b * per : (b + 1) * per]]
-            chunk_of_row = np.repeat(np.arange(len(lengths)), lengths)
+            chunk_of_row = np.repeat(np.arange(len(chunks)), self.batches.lengths[chunks])
             batch["frames"] = shifted(batch["frames"], batch["index"], chunk_of_row, self.shift, np.random.default_rng([self.seed, epoch, b, 1]))
         return batch
 

@@ -194,8 +194,9 @@ def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
             f"{out} is a {demos.manifest['action_space']} data set; a {want} expert cannot record into it "
             f"({'drop' if cfg.continuous else 'add'} --continuous)"
         )
-    if demos.manifest.get("steering_noise", {}).get("std", 0.0) != cfg.noise:
-        raise ConfigError(f"{out} was recorded with steering noise {demos.manifest.get('steering_noise', {}).get('std', 0.0)}, not {cfg.noise}")
+    recorded_noise = demos.manifest.get("steering_noise", {}).get("std", 0.0)
+    if recorded_noise != cfg.noise:
+        raise ConfigError(f"{out} was recorded with steering noise {recorded_noise}, not {cfg.noise}")
     if demos.manifest["expert"]["name"] != cfg.expert:
         raise ConfigError(f"{out} was recorded by the {demos.manifest['expert']['name']} expert, not {cfg.expert}")
     demos.recover()

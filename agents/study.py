@@ -47,7 +47,7 @@ FORMAT = "nacdrive-study/1"
 STUDY_FILE = "study.json"
 CLEAN = perturb.CLEAN
 TASKS = ("carracing", "udacity")
-UDACITY_FIELDS = {"epochs", "lr", "batch_size", "val_fraction", "net"}  # net.speed_output=true: a learned speed target  # the recipe fields a PilotNet run has
+UDACITY_FIELDS = {"epochs", "lr", "batch_size", "val_fraction", "net"}  # the recipe fields a PilotNet run has (net.speed_output=true: a learned speed)
 
 
 @dataclass
@@ -193,6 +193,17 @@ def quiet_bars() -> Iterator[None]:
         yield
 
 
+def train_resumable(tc: TrainConfig) -> None:
+    """Train tc's run, or resume it from its own state if an earlier attempt was interrupted."""
+    run = Path(tc.out)
+    if (run / "train_state.json").is_file():
+        train(tc, resume=True, quiet=True)
+        return
+    if run.exists():  # a start that died before its first checkpoint: nothing worth keeping
+        shutil.rmtree(run)
+    train(tc, quiet=True)
+
+
 def train_run(job: dict[str, Any]) -> dict[str, Any]:
     """One training run of the grid, to its end (a task): behaviour cloning, then DAgger, each
     resumed from its own state if an earlier attempt was interrupted. Returns the run's figures."""
@@ -206,13 +217,8 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
             select_episodes=recipe.select_episodes, select_steps=job["max_steps"],
             epochs=recipe.epochs, lr=recipe.lr, batch_size=recipe.batch_size, loss=recipe.loss, seed=job["seed"], net=net, device=job.get("device", "auto"),
         )
-        state = run / "train_state.json"
-        if not state.is_file():
-            if run.exists():  # a start that died before its first checkpoint: nothing worth keeping
-                shutil.rmtree(run)
-            train(tc, quiet=True)
-        elif not (run / "dagger.json").is_file():
-            train(tc, resume=True, quiet=True)
+        if not (run / "dagger.json").is_file():  # behaviour cloning is over once DAgger has begun
+            train_resumable(tc)
         dag: dict[str, Any] = {"rounds": []}
         if recipe.dagger_rounds:
             dag = dagger(DaggerConfig(
@@ -347,10 +353,13 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     # 1. one demonstration set for every run, recorded once (and only if a run still needs training)
     demos = cfg.demos_dir
     runs = cfg.runs()
+    def missing(run: dict[str, Any]) -> list[tuple[str, int]]:
+        """The (level, seed) episodes of a run not recorded yet."""
+        return [(level, s) for level in cfg.levels for s in cfg.eval_seeds(level) if (run["key"], level, s) not in study.keys]
+
     for run in runs:  # a finished run with episodes still to drive and no weights here (study.json moved without it)
-        missing = any((run["key"], level, s) not in study.keys for level in cfg.levels for s in cfg.eval_seeds(level))
         weights = (cfg.run_dir(run["key"]) / "best.safetensors").is_file()
-        if study.data["runs"].get(run["key"], {}).get("done") and missing and not weights:
+        if study.data["runs"].get(run["key"], {}).get("done") and missing(run) and not weights:
             # is trained again; its recorded episodes go, since they came from weights that no longer exist
             print(f"{run['key']}: its weights are not in {cfg.run_dir(run['key'])} and it has episodes to drive: training it again", flush=True)
             study.forget(run["key"])
@@ -366,12 +375,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
 
     def episode_tasks(run: dict[str, Any]) -> list[Task]:
         path = str(cfg.run_dir(run["key"]))
-        tasks = []
-        for level in cfg.levels:
-            for s in cfg.eval_seeds(level):
-                if (run["key"], level, s) not in study.keys:
-                    tasks.append(Task(("episode", run["key"], level, s), kind.episode, kind.episode_job(cfg, path, level, s)))
-        return tasks
+        return [Task(("episode", run["key"], level, s), kind.episode, kind.episode_job(cfg, path, level, s)) for level, s in missing(run)]
 
     def train_task(run: dict[str, Any]) -> Task:
         job = {

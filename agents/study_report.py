@@ -221,9 +221,8 @@ def offline_agreement(study: dict[str, Any], mats: dict[str, dict[str, Any]], ke
 def _fmt_offline(values: list[float] | None, key: str) -> str:
     if not values:
         return "-"
-    if key == "val_loss":
-        return f"{np.mean(values):.4f}" + (f" ± {np.std(values, ddof=1):.4f}" if len(values) > 1 else "")
-    return f"{np.mean(values):.1%}" + (f" ± {np.std(values, ddof=1):.1%}" if len(values) > 1 else "")
+    spec = ".4f" if key == "val_loss" else ".1%"
+    return f"{np.mean(values):{spec}}" + (f" ± {np.std(values, ddof=1):{spec}}" if len(values) > 1 else "")
 
 
 def _fmt_ci(v: float, ci: list[float] | None) -> str:

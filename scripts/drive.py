@@ -32,14 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.udacity import SteeringPolicy, training_data
-    from sim_bridge.carracing_sim import recorded_seeds
-    from sim_bridge.server import BridgeConfig, DriveBridge
+    from sim_bridge.server import BridgeConfig, serve_run
 
-    import torch
-
-    torch.set_num_threads(1)  # one core for the model: the simulator (or sim) needs the other
-    cfg = BridgeConfig(host=args.host, port=args.port, speed=args.speed, max_steer=args.max_steer, record=args.record)
-    policy = SteeringPolicy.from_run(args.run, args.weights)
-    DriveBridge(policy, cfg, training_seeds=recorded_seeds(training_data(args.run))).serve()
+    serve_run(args.run, BridgeConfig(host=args.host, port=args.port, speed=args.speed, max_steer=args.max_steer, record=args.record), args.weights)
     return 0

@@ -187,7 +187,6 @@ class _Drive:
     controller: SpeedController
     last_steer: float = 0.0
     last_t: float | None = None
-    learned_speed: bool = False  # the controller's target is the speed the policy predicts for each frame
 
 
 class _SimulatorServer(socketio.Server):
@@ -236,7 +235,9 @@ class DriveBridge:
         self.bad: Counter[str] = Counter()
         self.frames = 0
         self.training_seeds = list(training_seeds or [])  # tracks the model was trained on (stand-in recordings)
+        # the controller follows the speed the policy predicts for each frame, or a fixed target
         self.learned_speed = cfg.speed is None and bool(getattr(policy, "predicts_speed", False))
+        self.target_speed = cfg.speed or DEFAULT_SPEED
         self.sio.on("connect", self._connect)
         self.sio.on(STATS_EVENT, self._stats)
         self.sio.on("disconnect", self._disconnect)
@@ -265,8 +266,8 @@ class DriveBridge:
             if self.learned_speed:  # the prediction already slows for bends: no further cut by the steering
                 controller = SpeedController(target=DEFAULT_SPEED, turn_slowdown=0.0)
             else:
-                controller = SpeedController(target=self.cfg.speed or DEFAULT_SPEED)
-            drive = self.drives[sid] = _Drive(copy.deepcopy(self.policy), controller, learned_speed=self.learned_speed)
+                controller = SpeedController(target=self.target_speed)
+            drive = self.drives[sid] = _Drive(copy.deepcopy(self.policy), controller)
         return drive
 
     def _count(self, kind: str, detail: str) -> None:
@@ -303,7 +304,7 @@ class DriveBridge:
             steer = float(np.clip(float(drive.policy.select_action(tel.frame)), -self.cfg.max_steer, self.cfg.max_steer))
             if not math.isfinite(steer):
                 raise ValueError("the model returned a non-finite steering")
-            if drive.learned_speed:
+            if self.learned_speed:
                 target = float(drive.policy.last["speed"])
                 if not math.isfinite(target):
                     raise ValueError("the model returned a non-finite speed")
@@ -354,7 +355,7 @@ class DriveBridge:
             listener = eventlet.listen((self.cfg.host, self.cfg.port))
         except OSError as exc:
             raise ConfigError(f"cannot listen on {self.cfg.host}:{self.cfg.port} ({exc.strerror}); is another bridge running?") from None
-        speed = "the speed the model predicts for each frame" if self.learned_speed else f"{self.cfg.speed or DEFAULT_SPEED:g} mph"
+        speed = "the speed the model predicts for each frame" if self.learned_speed else f"{self.target_speed:g} mph"
         print(f"bridge listening on {self.cfg.host}:{self.cfg.port}, target speed {speed}; start the simulator in autonomous mode "
               "(Ctrl-C stops)", file=self.out, flush=True)
         if self.cfg.status_every > 0:
@@ -365,3 +366,15 @@ class DriveBridge:
             if self.recorder is not None:
                 self.recorder.close()
                 print(f"\nrecorded {self.recorder.rows} frames into {self.recorder.dir}", file=self.out)
+
+
+def serve_run(run: str, cfg: BridgeConfig, weights: str = "best", out: Any = sys.stderr) -> None:
+    """Serve the simulator with a trained `--task udacity` run (`nacdrive drive`; the Udacity study's
+    bridge processes): the model on one thread, the tracks its recordings drove as training seeds."""
+    import torch
+
+    from agents.udacity import SteeringPolicy, training_data
+    from sim_bridge.carracing_sim import recorded_seeds
+
+    torch.set_num_threads(1)  # one core for the model: the simulator (or sim) needs the other
+    DriveBridge(SteeringPolicy.from_run(run, weights), cfg, out=out, training_seeds=recorded_seeds(training_data(run))).serve()

@@ -8,6 +8,7 @@ a Udacity study records, trains and drives (sim_bridge.study.UDACITY, an agents.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -20,8 +21,7 @@ from typing import Any
 import torch
 import websocket
 
-from agents.study import StudyConfig, StudyKind, Recipe, quiet_bars
-from agents.tasks import train
+from agents.study import StudyConfig, StudyKind, Recipe, quiet_bars, train_resumable
 from agents.training import TrainConfig
 from agents.udacity import training_data
 from nac.config import ConfigError
@@ -56,11 +56,8 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
         device=job.get("device", "auto"),
     )
     with quiet_bars():
-        if not (run / "train_state.json").is_file():
-            shutil.rmtree(run, ignore_errors=True)  # a start that died before its first checkpoint
-            metrics = train(tc, quiet=True)
-        else:
-            metrics = train(tc, resume=True, quiet=True)
+        train_resumable(tc)
+    metrics = json.loads((run / "metrics.json").read_text())
     best = metrics.get("best") or {}
     return {
         "path": str(run), "train_seconds": metrics.get("train_seconds"), "wall_seconds": round(time.monotonic() - started, 1),
@@ -70,13 +67,10 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
 
 def serve(path: str, port: str, speed: str) -> None:
     """A bridge for one run, as `nacdrive drive RUN --port P --speed S` serves it (silently)."""
-    from agents.udacity import SteeringPolicy
-    from sim_bridge.server import BridgeConfig, DriveBridge
+    from sim_bridge.server import BridgeConfig, serve_run
 
-    torch.set_num_threads(1)
     with open(os.devnull, "w") as sink:
-        cfg = BridgeConfig(port=int(port), speed=None if speed == "None" else float(speed), status_every=0)
-        DriveBridge(SteeringPolicy.from_run(path), cfg, out=sink, training_seeds=recorded_seeds(training_data(path))).serve()
+        serve_run(path, BridgeConfig(port=int(port), speed=None if speed == "None" else float(speed), status_every=0), out=sink)
 
 
 def _wait_listening(port: int, proc: subprocess.Popen, timeout: float) -> None:
