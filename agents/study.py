@@ -36,7 +36,7 @@ from agents.evaluate import describe_run, drive
 from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.tasks import train
-from agents.training import LOSSES, TrainConfig
+from agents.training import BALANCE, LOSSES, TrainConfig
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
 from nac.config import ConfigDict, ConfigError, need
@@ -69,6 +69,7 @@ class Recipe(ConfigDict):
     lr: float = 1e-4  # Adam learning rate
     batch_size: int = 32
     loss: str = "mse"  # continuous actions: "mse" or "l1" (agents.bc.loss_terms)
+    balance: str = "auto"  # class imbalance (train --balance): auto = weighted loss for discrete actions, none for continuous
     val_fraction: float = 0.2  # share of the demonstrations held out for validation (the paper's CarRacing split: 0.1)
     net: dict[str, Any] = field(default_factory=dict)  # more network options, e.g. {"use_time": false, "nac": {"mode": "euler"}}
 
@@ -81,6 +82,7 @@ class Recipe(ConfigDict):
         need(self.lr > 0 and self.batch_size >= 1, "lr must be > 0 and batch_size >= 1")
         need(isinstance(self.net, dict), "net must be a JSON object of network options")
         need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")
+        need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
         need(self.select_episodes >= 0, f"select_episodes must be >= 0 (got {self.select_episodes})")
         need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
         need(0 < self.val_fraction < 1, f"val_fraction must be between 0 and 1 (got {self.val_fraction})")
@@ -215,7 +217,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
         tc = TrainConfig(
             data=[job["demos"]], out=str(run), head=job["head"], window=recipe.window, stride_jitter=recipe.stride_jitter, regular_share=recipe.regular_share, shift=recipe.shift, val_fraction=recipe.val_fraction,
             select_episodes=recipe.select_episodes, select_steps=job["max_steps"],
-            epochs=recipe.epochs, lr=recipe.lr, batch_size=recipe.batch_size, loss=recipe.loss, seed=job["seed"], net=net, device=job.get("device", "auto"),
+            epochs=recipe.epochs, lr=recipe.lr, batch_size=recipe.batch_size, loss=recipe.loss, balance=recipe.balance, seed=job["seed"], net=net, device=job.get("device", "auto"),
         )
         if not (run / "dagger.json").is_file():  # behaviour cloning is over once DAgger has begun
             train_resumable(tc)

@@ -19,7 +19,7 @@ from agents.study import StudyConfig, parse_variant, run_study
 from agents.study_report import aggregates, build, probability_of_improvement, score_matrices
 from nac.config import ConfigError
 
-TINY = {"epochs": 1, "dagger_rounds": 1, "dagger_episodes": 1, "dagger_epochs": 1, "shift": 2, "val_fraction": 0.3}
+TINY = {"epochs": 1, "dagger_rounds": 1, "dagger_episodes": 1, "dagger_epochs": 1, "shift": 2, "val_fraction": 0.3, "balance": "sampler"}
 
 
 def tiny(out: Path, **kw) -> StudyConfig:
@@ -81,6 +81,8 @@ def test_variants_parse_and_refuse():
         parse_variant("x:shift=30")
     with pytest.raises(ConfigError, match="val_fraction must be between 0 and 1"):
         parse_variant("x:val_fraction=1")
+    with pytest.raises(ConfigError, match="balance must be one of auto, weights, sampler, none"):
+        parse_variant("x:balance=equal")
 
 
 def test_study_config_refuses(tmp_path):
@@ -110,6 +112,7 @@ def test_a_tiny_study_runs_every_run_and_episode(process_study):
     cfg = json.loads((out / "runs/base/nac/seed1/config.json").read_text())
     assert cfg["train"]["seed"] == 1 and cfg["net"]["head"] == "nac"
     assert cfg["train"]["shift"] == 2 and cfg["train"]["val_fraction"] == 0.3  # the recipe reaches the training
+    assert cfg["train"]["balance"] == "sampler"
     assert json.loads((out / "runs/base/nac/seed1/dagger.json").read_text())["rounds"][0]["seeds"] == [1_001_000]
 
 
