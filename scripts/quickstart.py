@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", default="runs/quickstart", help="output folder (default runs/quickstart)")
     p.add_argument("--head", default="nac", choices=head_names(), help="sequence head to train (default nac)")
-    p.add_argument("--discrete", action="store_true", help="5 discrete actions instead of continuous (steer, gas, brake)")
+    p.add_argument("--discrete", action="store_true", help="5 discrete actions instead of continuous (steer, gas, brake); the policy does not drive yet (no lap on the held-out seeds; docs/results.md, 'Discrete actions')")
     p.add_argument("--episodes", type=positive_int, default=30, help="expert demonstrations (default 30)")
     p.add_argument("--train-epochs", type=positive_int, default=6, help="behaviour-cloning epochs (default 6)")
     p.add_argument("--train-minutes", type=positive_float, default=6.0, help="at most this many minutes of behaviour cloning (default 6)")
