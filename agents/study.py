@@ -195,15 +195,15 @@ def quiet_bars() -> Iterator[None]:
         yield
 
 
-def train_resumable(tc: TrainConfig) -> None:
-    """Train tc's run, or resume it from its own state if an earlier attempt was interrupted."""
+def train_resumable(tc: TrainConfig) -> dict[str, Any]:
+    """Train tc's run, or resume it from its own state if an earlier attempt was interrupted;
+    returns the run's metrics."""
     run = Path(tc.out)
     if (run / "train_state.json").is_file():
-        train(tc, resume=True, quiet=True)
-        return
+        return train(tc, resume=True, quiet=True)
     if run.exists():  # a start that died before its first checkpoint: nothing worth keeping
         shutil.rmtree(run)
-    train(tc, quiet=True)
+    return train(tc, quiet=True)
 
 
 def train_run(job: dict[str, Any]) -> dict[str, Any]:

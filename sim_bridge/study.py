@@ -8,7 +8,6 @@ a Udacity study records, trains and drives (sim_bridge.study.UDACITY, an agents.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -56,8 +55,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
         device=job.get("device", "auto"),
     )
     with quiet_bars():
-        train_resumable(tc)
-    metrics = json.loads((run / "metrics.json").read_text())
+        metrics = train_resumable(tc)
     best = metrics.get("best") or {}
     return {
         "path": str(run), "train_seconds": metrics.get("train_seconds"), "wall_seconds": round(time.monotonic() - started, 1),
