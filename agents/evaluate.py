@@ -19,9 +19,9 @@ import torch
 from agents import perturb
 from agents.env import EPISODE_STEPS, SELECT_SEED, make_env
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
-from agents.policy import WEIGHTS, DrivingPolicy
+from agents.policy import DECODERS, WEIGHTS, DrivingPolicy
 from agents.executor import ExecutorConfig
-from agents.rollout import EpisodeResult, parallel_map, run_episode, summarize
+from agents.rollout import EpisodeResult, lost_to_skip, parallel_map, run_episode, summarize
 from nac.checkpoint import load_checkpoint, write_json
 from nac.config import ConfigError, need
 
@@ -34,7 +34,7 @@ class EvaluateConfig:
     workers: int = 0  # processes; 0 = up to 2
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     weights: str = "best"  # which weights of each run: best (validation) or last
-    sample: bool = False  # sample discrete actions from the softmax instead of argmax
+    actions: str = "argmax"  # discrete actions from the softmax: argmax, sample or diffuse (agents.policy.DECODERS)
     experts: bool = True  # add the track expert's figures on the same seeds as reference rows
     perturb: str | None = None  # one perturbation (agents.perturb), e.g. "drop=0.2"; None or "none": clean
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
@@ -49,6 +49,7 @@ class EvaluateConfig:
         if self.perturb is not None:
             perturb.parse(self.perturb)  # a clear error now, not in a worker
         need(self.weights in WEIGHTS, f"weights must be one of {', '.join(WEIGHTS)} (got {self.weights!r})")
+        need(self.actions in DECODERS, f"actions must be one of {', '.join(DECODERS)} (got {self.actions!r})")
 
 
 @dataclass
@@ -79,8 +80,8 @@ def describe_run(path: str, weights: str) -> RunInfo:
 
 
 @lru_cache(maxsize=8)
-def _policy(path: str, weights: str, sample: bool) -> DrivingPolicy:
-    return DrivingPolicy.from_run(path, weights, "cpu", sample)
+def _policy(path: str, weights: str, actions: str) -> DrivingPolicy:
+    return DrivingPolicy.from_run(path, weights, "cpu", actions)
 
 
 class _Timed:
@@ -101,11 +102,11 @@ class _Timed:
 
 
 def drive(job: tuple[str, str, bool, bool, int, str | None, int]) -> tuple[str, EpisodeResult, np.ndarray]:
-    """One episode of one run: (run, weights, sample, continuous, max_steps, perturbation, seed)
+    """One episode of one run: (run, weights, actions, continuous, max_steps, perturbation, seed)
     -> result, step latencies."""
-    path, weights, sample, continuous, max_steps, spec, seed = job
+    path, weights, actions, continuous, max_steps, spec, seed = job
     torch.set_num_threads(1)  # one thread per worker: the latency figures are per CPU thread
-    policy: Any = _policy(path, weights, sample)
+    policy: Any = _policy(path, weights, actions)
     policy.reset(seed)
     if spec is not None:
         policy = perturb.PerturbedPolicy(policy, perturb.parse(spec), continuous)
@@ -127,11 +128,12 @@ def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: l
         "head": info.head,
         "action_space": info.action_space,
         "weights": cfg.weights,
-        "actions": "mean" if info.action_space == "continuous" else "sampled" if cfg.sample else "argmax",
+        "actions": "mean" if info.action_space == "continuous" else cfg.actions,
         "perturbation": cfg.perturb or perturb.CLEAN,
         **summarize(r.episode_return for r in results),
         "finished_share": float(np.mean([r.lap_finished for r in results])) if results else 0.0,
         "tiles_share": float(np.mean([r.tiles_visited for r in results])) if results else 0.0,
+        "skipped_share": float(np.mean([lost_to_skip(r.lap_finished, r.tiles_skipped) for r in results])) if results else 0.0,
         "latency_p50_ms": float(np.percentile(lat, 50)) if lat.size else None,
         "latency_p99_ms": float(np.percentile(lat, 99)) if lat.size else None,
         "val_accuracy": info.val_accuracy,
@@ -151,7 +153,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
                 f"seeds {seen[0]}..{seen[-1]} include training episodes of {info.path}; evaluate on seeds no "
                 f"training data came from (--seed-start {max(info.training_seeds) + 1} or higher)"
             )
-    jobs = [(p, cfg.weights, cfg.sample, info.action_space == "continuous", cfg.max_steps, cfg.perturb, s) for p, info in infos.items() for s in seeds]
+    jobs = [(p, cfg.weights, cfg.actions, info.action_space == "continuous", cfg.max_steps, cfg.perturb, s) for p, info in infos.items() for s in seeds]
     by_run: dict[str, tuple[list[EpisodeResult], list[np.ndarray]]] = {p: ([], []) for p in infos}
 
     def keep(out: tuple[str, EpisodeResult, np.ndarray]) -> None:
@@ -183,6 +185,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
                 "run": f"expert:track ({space})", "head": "-", "action_space": space, "weights": "-", "actions": "-",
                 **{k: r[k] for k in r if k not in ("config", "episodes_detail", "expert")},
                 "tiles_share": float(np.mean([e["tiles_visited"] for e in r["episodes_detail"]])),
+                "skipped_share": float(np.mean([lost_to_skip(e["lap_finished"], e["tiles_skipped"]) for e in r["episodes_detail"]])),
                 "latency_p50_ms": None, "latency_p99_ms": None, "val_accuracy": None, "reference": True,
             })
         rows.sort(key=lambda r: -r["mean_return"])
@@ -195,15 +198,15 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         return "-" if v is None else format(v, spec)
 
     lines = [
-        "| # | run | head | actions | mean ± std | min | 95 % CI | solved | laps | tiles | p50 / p99 ms | val acc |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| # | run | head | actions | mean ± std | min | 95 % CI | solved | laps | lost to a skipped tile | tiles | p50 / p99 ms | val acc |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(rows, 1):
         lines.append(
             f"| {i} | {r['run']} | {r['head']} | {r['action_space']}" + (f", {r['actions']}" if r.get("actions", "-") != "-" else "")
             + f" | {r['mean_return']:.1f} ± {r['std_return']:.1f} | {r['min_return']:.1f} "
             f"| [{r['ci95_low']:.1f}, {r['ci95_high']:.1f}] | {r['solved_share']:.0%} | {r['finished_share']:.0%} "
-            f"| {r['tiles_share']:.1%} | {f(r['latency_p50_ms'], '.2f')} / {f(r['latency_p99_ms'], '.2f')} "
+            f"| {r['skipped_share']:.0%} | {r['tiles_share']:.1%} | {f(r['latency_p50_ms'], '.2f')} / {f(r['latency_p99_ms'], '.2f')} "
             f"| {f(r['val_accuracy'], '.1%')} |"
         )
     return "\n".join(lines)

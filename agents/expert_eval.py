@@ -58,6 +58,7 @@ def evaluate_expert(cfg: ExpertEvalConfig) -> dict[str, Any]:
         "config": asdict(cfg),
         **summarize(r.episode_return for r in results),
         "finished_share": sum(r.lap_finished for r in results) / len(results),
+        "wheels_off_share": sum(r.wheels_off for r in results) / len(results),
         "seeds": [r.seed for r in results],
         "returns": [r.episode_return for r in results],
         "episodes_detail": [r.to_dict() for r in results],

@@ -20,6 +20,7 @@ from nac.config import ConfigError
 from nac.checkpoint import load_checkpoint
 
 WEIGHTS = ("best", "last")
+DECODERS = ("argmax", "sample", "diffuse")  # how discrete actions are taken from the softmax (DrivingPolicy)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -49,23 +50,29 @@ def load_run(path: str | Path, weights: str = "best", device: str = "cpu") -> Dr
 class DrivingPolicy:
     """select_action(frame (96, 96, 3) uint8) -> a discrete action (int) or (steer, gas, brake).
 
-    sample=True draws discrete actions from the softmax instead of taking the argmax (argmax
-    cannot reproduce an expert's pulsing between actions; report which one a figure used).
+    Discrete actions are decoded from the softmax by `actions` (report which one a figure used):
+    "argmax" takes the likeliest; "sample" draws one; "diffuse" pulses at the softmax's rates
+    without chance: it adds each step's probabilities to a running credit per action, takes the
+    action with the most credit and charges it 1 (error diffusion, a sigma-delta modulator).
+    Argmax cannot reproduce an expert that pulses (steer 1 step in 3 is never the likeliest
+    action); sampling can, with random runs; diffusion gives the same rates in regular pulses.
     After each step `last` holds what the network produced (for overlays and analysis).
     """
 
-    def __init__(self, net: DrivingNet, sample: bool = False, seed: int = 0) -> None:
+    def __init__(self, net: DrivingNet, actions: str = "argmax", seed: int = 0) -> None:
+        if actions not in DECODERS:
+            raise ConfigError(f"actions must be one of {', '.join(DECODERS)} (got {actions!r})")
         self.net = net.eval()
         self.cfg = net.config
-        self.sample = sample
+        self.actions = actions
         self.device = next(net.parameters()).device
         self._rng = np.random.default_rng(seed)
         self.last: dict[str, Any] = {}
         self.reset()
 
     @classmethod
-    def from_run(cls, path: str | Path, weights: str = "best", device: str = "cpu", sample: bool = False, seed: int = 0) -> "DrivingPolicy":
-        return cls(load_run(path, weights, device), sample=sample, seed=seed)
+    def from_run(cls, path: str | Path, weights: str = "best", device: str = "cpu", actions: str = "argmax", seed: int = 0) -> "DrivingPolicy":
+        return cls(load_run(path, weights, device), actions=actions, seed=seed)
 
     @property
     def continuous(self) -> bool:
@@ -75,6 +82,7 @@ class DrivingPolicy:
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         self._steps = 0
+        self._credit = np.zeros(self.cfg.outputs)  # "diffuse": each action's probability owed
         self._first: tuple[torch.Tensor, torch.Tensor] | None = None  # first frame's features and time
         self._recent: deque[tuple[torch.Tensor, torch.Tensor]] = deque(maxlen=self.cfg.span)  # for window()
         # One head stream per phase of the frame stride: stream p sees steps p, p + s, p + 2s, ...
@@ -123,6 +131,13 @@ class DrivingPolicy:
             self.last = {"action": action}
             return action
         probs = torch.softmax(raw.float(), -1).cpu().numpy().astype(np.float64)
-        action = int(self._rng.choice(len(probs), p=probs / probs.sum())) if self.sample else int(probs.argmax())
+        if self.actions == "sample":
+            action = int(self._rng.choice(len(probs), p=probs / probs.sum()))
+        elif self.actions == "diffuse":
+            self._credit += probs
+            action = int(self._credit.argmax())
+            self._credit[action] -= 1.0
+        else:
+            action = int(probs.argmax())
         self.last = {"action": action, "probs": probs}
         return action

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
+from agents.env import skipped_tiles
 from agents.executor import ExecutorConfig, Task, make_executor
 
 SOLVED = 900.0  # CarRacing counts an average of 900 as solved
@@ -30,6 +31,8 @@ class EpisodeResult:
     length: int
     lap_finished: bool
     tiles_visited: float  # share of the track's tiles visited
+    tiles_skipped: int = 0  # tiles driven past without touching them (agents.env.skipped_tiles): one costs the lap
+    wheels_off: float = 0.0  # share of steps with a wheel off the road (touching no tile)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,8 +52,10 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, observer: Observer | No
     """One full episode on `seed`."""
     obs, _ = env.reset(seed=seed)
     policy.reset()
-    total, steps, finished = 0.0, 0, False
+    total, steps, finished, off = 0.0, 0, False, 0
+    wheels = env.unwrapped.car.wheels
     while True:
+        off += any(not w.tiles for w in wheels)
         action = policy.select_action(obs)
         if observer is not None:
             observer.before_step(env, obs, action)
@@ -63,7 +68,12 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, observer: Observer | No
         if terminated or truncated:
             break
     u = env.unwrapped
-    return EpisodeResult(seed, total, steps, finished, u.tile_visited_count / max(1, len(u.track)))
+    return EpisodeResult(seed, total, steps, finished, u.tile_visited_count / max(1, len(u.track)), skipped_tiles(env), off / steps)
+
+
+def lost_to_skip(lap_finished: bool, tiles_skipped: int) -> bool:
+    """An episode whose lap was lost to a skipped tile (it may have reached every other one)."""
+    return not lap_finished and tiles_skipped > 0
 
 
 def summarize(returns: Iterable[float]) -> dict[str, float]:

@@ -243,10 +243,10 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
 def eval_episode(job: tuple[str, bool, int, str | None, int]) -> dict[str, Any]:
     """One held-out episode of one run at one level (a task)."""
     path, continuous, max_steps, level, seed = job
-    _, result, ms = drive((path, "best", False, continuous, max_steps, level, seed))
+    _, result, ms = drive((path, "best", "argmax", continuous, max_steps, level, seed))
     return {
         "return": result.episode_return, "length": result.length, "lap_finished": result.lap_finished,
-        "tiles": result.tiles_visited, "step_ms_p50": float(np.percentile(ms, 50)) if ms.size else None,
+        "tiles": result.tiles_visited, "skipped": result.tiles_skipped, "step_ms_p50": float(np.percentile(ms, 50)) if ms.size else None,
     }
 
 
@@ -318,7 +318,7 @@ class StudyKind:
 
     record: Callable[[StudyConfig], None]  # the shared demonstrations into cfg.demos_dir, resumable
     train: Callable[[dict[str, Any]], dict[str, Any]]  # one run to its end -> its figures
-    episode: Callable[[Any], dict[str, Any]]  # one held-out episode -> return, length, lap_finished, tiles, step_ms_p50
+    episode: Callable[[Any], dict[str, Any]]  # one held-out episode -> return, length, lap_finished, tiles, skipped, step_ms_p50
     episode_job: Callable[[StudyConfig, str, str, int], Any]  # (cfg, run folder, level, seed) -> episode's argument
     training_seeds: Callable[[str], list[int]]  # the tracks a run folder was trained on
 
@@ -454,7 +454,7 @@ def _expert_episode(job: tuple[str, bool, int, int]) -> dict[str, Any]:
     with quiet_bars():
         r = evaluate_expert(ExpertEvalConfig(expert=expert, continuous=continuous, episodes=1, seed_start=seed, workers=1, max_steps=max_steps))
     d = r["episodes_detail"][0]
-    return {"return": d["episode_return"], "length": d["length"], "lap_finished": d["lap_finished"], "tiles": d["tiles_visited"], "step_ms_p50": None}
+    return {"return": d["episode_return"], "length": d["length"], "lap_finished": d["lap_finished"], "tiles": d["tiles_visited"], "skipped": d["tiles_skipped"], "step_ms_p50": None}
 
 
 def _check_not_trained_on(cfg: StudyConfig, run: dict[str, Any], kind: StudyKind) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from agents.perturb import CLEAN, level_panel
+from agents.rollout import lost_to_skip
 from nac.checkpoint import write_json
 from nac.config import ConfigError
 
@@ -44,7 +45,7 @@ def group_name(e: dict[str, Any], variants: list[str]) -> str:
 
 def score_matrices(study: dict[str, Any], level: str) -> dict[str, dict[str, Any]]:
     """{group: {"scores": (runs, episodes) returns, "runs": [run keys], "seeds": [episode seeds],
-    "laps": share finished}} over the episode seeds every run of the group has driven."""
+    "laps": share finished, "skipped": share of laps lost to a skipped tile, None if not recorded}} over the episode seeds every run of the group has driven."""
     variants = list(study["config"]["variants"])
     by_group: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
     for e in study["episodes"]:
@@ -57,8 +58,11 @@ def score_matrices(study: dict[str, Any], level: str) -> dict[str, dict[str, Any
             continue
         keys = sorted(runs)
         scores = np.array([[runs[k][s]["return"] for s in common] for k in keys], dtype=np.float64)
-        laps = float(np.mean([[runs[k][s]["lap_finished"] for s in common] for k in keys]))
-        out[g] = {"scores": scores, "runs": keys, "seeds": common, "laps": laps}
+        eps = [runs[k][s] for k in keys for s in common]
+        laps = float(np.mean([e["lap_finished"] for e in eps]))
+        # studies written before the skipped-tile count have no "skipped": None, not 0
+        skipped = float(np.mean([lost_to_skip(e["lap_finished"], e["skipped"]) for e in eps])) if all("skipped" in e for e in eps) else None
+        out[g] = {"scores": scores, "runs": keys, "seeds": common, "laps": laps, "skipped": skipped}
     return out
 
 
@@ -165,6 +169,7 @@ def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000
         agg = aggregates(scores, reps)
         for g in agg:
             agg[g]["laps_finished"] = mats[g]["laps"]
+            agg[g]["lost_to_skipped_tile"] = mats[g]["skipped"]
             agg[g]["run_keys"] = mats[g]["runs"]
             offline = [study["runs"].get(k, {}).get(key) for k in mats[g]["runs"]]
             agg[g][key] = [float(a) for a in offline if a is not None]
@@ -225,6 +230,10 @@ def _fmt_offline(values: list[float] | None, key: str) -> str:
     return f"{np.mean(values):{spec}}" + (f" ± {np.std(values, ddof=1):{spec}}" if len(values) > 1 else "")
 
 
+def _fmt_share(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
 def _fmt_ci(v: float, ci: list[float] | None) -> str:
     return f"{v:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else f"{v:.1f} (one run)"
 
@@ -251,14 +260,14 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
     offline_name = "validation MSE" if key == "val_loss" else "offline accuracy"
     for level, entry in result["levels"].items():
         lines += [f"## {'Clean' if level == CLEAN else 'Perturbation ' + level}", "",
-                  f"| group | runs x episodes | IQM [95 % CI] | mean [95 % CI] | worst run's mean | run means | worst episode | laps finished | {offline_name} |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  f"| group | runs x episodes | IQM [95 % CI] | mean [95 % CI] | worst run's mean | run means | worst episode | laps finished | lost to a skipped tile | {offline_name} |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         rows = sorted(entry["aggregates"].items(), key=lambda kv: (kv[0] == EXPERT, -kv[1]["iqm"]))
         for g, a in rows:
             lines.append(
                 f"| {g} | {a['runs']} x {a['episodes']} | {_fmt_ci(a['iqm'], a['iqm_ci'])} | {_fmt_ci(a['mean'], a['mean_ci'])} "
                 f"| {a['worst_run_mean']:.1f} | {', '.join(f'{m:.0f}' for m in a['run_means'])} | {a['min_episode']:.1f} | {a['laps_finished']:.0%} "
-                f"| {_fmt_offline(a.get(key), key)} |"
+                f"| {_fmt_share(a.get('lost_to_skipped_tile'))} | {_fmt_offline(a.get(key), key)} |"
             )
         agree = entry.get("offline_vs_closed_loop")
         if agree:

@@ -27,7 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
     add_ray_flag(p, "the episodes")
     p.add_argument("--weights", default="best", choices=("best", "last"), help="best (validation) or last weights")
-    p.add_argument("--sample", action="store_true", help="sample discrete actions from the policy instead of argmax")
+    p.add_argument(
+        "--actions", default="argmax", choices=("argmax", "sample", "diffuse"),
+        help="discrete actions from the policy's softmax: the likeliest (argmax, default), a draw (sample), or pulses at "
+        "the softmax's rates without chance (diffuse: error diffusion); continuous runs ignore it",
+    )
+    p.add_argument("--sample", dest="actions", action="store_const", const="sample", help="the same as --actions sample")
     p.add_argument("--no-expert", action="store_true", help="leave out the expert's reference row")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
     p.add_argument(
@@ -51,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     configs = [
         EvaluateConfig(
             runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, ray=args.ray, weights=args.weights,
-            sample=args.sample, experts=not args.no_expert, max_steps=args.max_steps, perturb=spec,
+            actions=args.actions, experts=not args.no_expert, max_steps=args.max_steps, perturb=spec,
         )
         for spec in specs  # all checked before the first episode
     ]

@@ -82,7 +82,7 @@ def run_eval(args: argparse.Namespace) -> int:
         f"{r['expert']} expert, {r['action_space']} actions, seeds {seeds}: "
         f"mean {r['mean_return']:.1f} +- {r['std_return']:.1f} (std), min {r['min_return']:.1f}, "
         f"95% CI [{r['ci95_low']:.1f}, {r['ci95_high']:.1f}], solved (>= 900) {r['solved_share']:.0%}, "
-        f"laps finished {r['finished_share']:.0%}"
+        f"laps finished {r['finished_share']:.0%}, steps with a wheel off the road {r['wheels_off_share']:.1%}"
     )
     if args.json:
         write_json(args.json, r)

@@ -22,9 +22,9 @@ import gymnasium as gym
 import numpy as np
 
 from agents.collect import SteeringDrift
-from agents.env import ENV_ID, car_state
+from agents.env import ENV_ID, car_state, skipped_tiles
 from agents.experts import make_expert
-from agents.rollout import SOLVED, summarize
+from agents.rollout import SOLVED, lost_to_skip, summarize
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
 from sim_bridge.standin import STATS_EVENT, UnityLikeClient, telemetry_fields
@@ -147,7 +147,7 @@ def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
                 if term or trunc:
                     break
             u = env.unwrapped
-            episodes.append({"seed": seed, "return": total, "length": steps, "lap_finished": finished, "tiles": u.tile_visited_count / max(1, len(u.track))})
+            episodes.append({"seed": seed, "return": total, "length": steps, "lap_finished": finished, "tiles": u.tile_visited_count / max(1, len(u.track)), "skipped": skipped_tiles(env)})
         bridge = client.request(STATS_EVENT)
     finally:
         client.close()
@@ -157,6 +157,7 @@ def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
         **summarize(returns),
         "finished_share": float(np.mean([e["lap_finished"] for e in episodes])),
         "tiles_share": float(np.mean([e["tiles"] for e in episodes])),
+        "skipped_share": float(np.mean([lost_to_skip(e["lap_finished"], e["skipped"]) for e in episodes])),
         "seeds": seeds, "returns": returns, "episodes_detail": episodes,
         "unexpected_replies": bad_replies,
         "round_trip_p50_ms": float(np.percentile(rtt, 50)), "round_trip_p99_ms": float(np.percentile(rtt, 99)),
@@ -169,11 +170,11 @@ def to_markdown(r: dict[str, Any]) -> str:
     """The drive's figures as a Markdown table, the bridge's view beside them."""
     b = r["bridge"]
     lines = [
-        "| episodes | mean ± std | min | 95 % CI | laps finished | tiles | round trip p50 / p99 ms | bridge p50 / p99 ms | bridge frames | bad telemetry |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| episodes | mean ± std | min | 95 % CI | laps finished | lost to a skipped tile | tiles | round trip p50 / p99 ms | bridge p50 / p99 ms | bridge frames | bad telemetry |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         f"| {r['episodes']} | {r['mean_return']:.1f} ± {r['std_return']:.1f} | {r['min_return']:.1f} | "
         + (f"[{r['ci95_low']:.1f}, {r['ci95_high']:.1f}]" if r["episodes"] > 1 else "-")
-        + f" | {r['finished_share']:.0%} | {r['tiles_share']:.1%} | {r['round_trip_p50_ms']:.1f} / {r['round_trip_p99_ms']:.1f} "
+        + f" | {r['finished_share']:.0%} | {r['skipped_share']:.0%} | {r['tiles_share']:.1%} | {r['round_trip_p50_ms']:.1f} / {r['round_trip_p99_ms']:.1f} "
         f"| {b.get('p50_ms', float('nan')):.1f} / {b.get('p99_ms', float('nan')):.1f} | {b.get('frames', 0)} | {b.get('bad') or 'none'} |",
         "",
         "returns by seed: " + ", ".join(f"{s}: {x:.1f}" for s, x in zip(r["seeds"], r["returns"])),

@@ -116,7 +116,7 @@ def _episode_once(job: tuple[str, float | None, int, int]) -> dict[str, Any]:
     if r["unexpected_replies"]:
         raise ConfigError(f"the bridge gave {r['unexpected_replies']} unexpected replies driving seed {seed}")
     e = r["episodes_detail"][0]
-    return {"return": e["return"], "length": e["length"], "lap_finished": e["lap_finished"], "tiles": e["tiles"],
+    return {"return": e["return"], "length": e["length"], "lap_finished": e["lap_finished"], "tiles": e["tiles"], "skipped": e["skipped"],
             "step_ms_p50": r["bridge"].get("p50_ms")}
 
 

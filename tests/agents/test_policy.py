@@ -44,7 +44,7 @@ def test_argmax_sampling_and_continuous_actions():
     greedy = DrivingPolicy(DrivingNet(DrivingNetConfig(head="gru", window=2)))
     a = greedy.select_action(frame)
     assert a == int(np.argmax(greedy.last["probs"]))
-    sampler = DrivingPolicy(DrivingNet(DrivingNetConfig(head="gru", window=2)), sample=True, seed=1)
+    sampler = DrivingPolicy(DrivingNet(DrivingNetConfig(head="gru", window=2)), actions="sample", seed=1)
     draws = set()
     for _ in range(200):
         draws.add(sampler.select_action(frame))
@@ -52,6 +52,26 @@ def test_argmax_sampling_and_continuous_actions():
     cont = DrivingPolicy(DrivingNet(DrivingNetConfig(head="gru", window=2, action_space="continuous")))
     act = cont.select_action(frame)
     assert act.shape == (3,) and -1 <= act[0] <= 1 and 0 <= act[1] <= 1 and 0 <= act[2] <= 1
+
+
+def test_diffused_actions_pulse_at_the_softmax_rates_without_chance():
+    rates = np.array([0.05, 0.1, 0.25, 0.55, 0.05])  # noop, right, left, gas, brake
+    net = DrivingNet(DrivingNetConfig(head="gru", window=2))
+    with torch.no_grad():  # the same softmax whatever the frame
+        net.out.weight.zero_()
+        net.out.bias.copy_(torch.log(torch.tensor(rates)))
+    frame = np.zeros((96, 96, 3), dtype=np.uint8)
+    policy = DrivingPolicy(net, actions="diffuse")
+    taken = [policy.select_action(frame) for _ in range(200)]
+    counts = np.bincount(taken, minlength=5)
+    assert np.all(np.abs(counts - 200 * rates) <= 1)  # every action at its rate, to within one step
+    gaps = np.diff(np.flatnonzero(np.array(taken) == 2))
+    assert 3 <= gaps.min() and gaps.max() <= 5  # left about every 4th step, never in runs or long droughts
+    assert int(np.argmax(rates)) == DrivingPolicy(net).select_action(frame) == 3  # argmax would only ever take gas
+    policy.reset()  # a new episode starts with no credit: the same pulses again
+    assert [policy.select_action(frame) for _ in range(200)] == taken
+    with pytest.raises(ConfigError, match="actions must be one of argmax, sample, diffuse"):
+        DrivingPolicy(net, actions="softmax")
 
 
 def test_devices_resolve_and_a_missing_gpu_is_a_clear_error():

@@ -1,0 +1,54 @@
+"""Episode statistics: a lap lost to a skipped tile is told apart from one not reached."""
+
+import numpy as np
+
+from agents.env import make_env, skipped_tiles
+from agents.experts import make_expert
+from agents.rollout import lost_to_skip, run_episode
+
+
+class Jumping:
+    """The track expert, except that at step `at` the car is moved `jump` tiles ahead along the
+    track: it never touches the tiles in between, as when it cuts a hairpin over the grass."""
+
+    def __init__(self, env, at: int, jump: int) -> None:
+        self.env, self.expert, self.at, self.jump = env, make_expert("track", env), at, jump
+
+    def reset(self) -> None:
+        self.expert.reset()
+        self.t = 0
+
+    def select_action(self, obs):
+        self.t += 1
+        if self.t == self.at:
+            u = self.env.unwrapped
+            pts = np.array([(t[2], t[3]) for t in u.track])
+            i = int(np.argmin(((pts - tuple(u.car.hull.position)) ** 2).sum(1)))
+            d = pts[(i + self.jump) % len(pts)] - pts[i]
+            for body in (u.car.hull, *u.car.wheels):
+                body.position = (body.position[0] + d[0], body.position[1] + d[1])
+        return self.expert.select_action(obs)
+
+
+def test_a_skipped_tile_costs_the_lap_and_is_counted():
+    env = make_env(True, max_steps=720, pixels=False)
+    clean = run_episode(env, make_expert("track", env), 300)
+    assert clean.lap_finished and clean.tiles_skipped == 0 and not lost_to_skip(clean.lap_finished, clean.tiles_skipped)
+    jumped = run_episode(env, Jumping(env, at=100, jump=6), 300)
+    # the car went round the whole track, but the tiles it jumped over were never touched
+    assert not jumped.lap_finished and 0.97 < jumped.tiles_visited < 1.0
+    assert 1 <= jumped.tiles_skipped <= 6 and lost_to_skip(jumped.lap_finished, jumped.tiles_skipped)
+    # given the time, the car comes round again for them and the lap counts
+    env = make_env(True, max_steps=1000, pixels=False)
+    late = run_episode(env, Jumping(env, at=100, jump=6), 300)
+    assert late.lap_finished and late.tiles_skipped == 0 and late.length > clean.length
+
+
+def test_the_stretch_not_reached_yet_is_not_skipped():
+    env = make_env(True, max_steps=150, pixels=False)
+    r = run_episode(env, make_expert("track", env), 300)
+    assert not r.lap_finished and r.tiles_visited < 0.5 and r.tiles_skipped == 0
+    u = env.unwrapped
+    for tile in u.road[5:8]:  # three tiles behind the car, as if never touched
+        tile.road_visited = False
+    assert skipped_tiles(env) == 3
