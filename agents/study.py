@@ -47,7 +47,7 @@ FORMAT = "nacdrive-study/1"
 STUDY_FILE = "study.json"
 CLEAN = perturb.CLEAN
 TASKS = ("carracing", "udacity")
-UDACITY_FIELDS = {"epochs", "lr", "batch_size", "val_fraction", "net"}  # the recipe fields a PilotNet run has (net.speed_output=true: a learned speed)
+UDACITY_FIELDS = {"epochs", "lr", "batch_size", "val_fraction", "net", "noise"}  # the recipe fields a PilotNet run has (net.speed_output=true: a learned speed)
 
 
 @dataclass
@@ -71,6 +71,7 @@ class Recipe(ConfigDict):
     loss: str = "mse"  # continuous actions: "mse" or "l1" (agents.bc.loss_terms)
     balance: str = "auto"  # class imbalance (train --balance): auto = weighted loss for discrete actions, none for continuous
     val_fraction: float = 0.2  # share of the demonstrations held out for validation (the paper's CarRacing split: 0.1)
+    noise: float = 0.0  # DART: std of the steering drift in the demonstrations (collect --noise); each value is its own set
     net: dict[str, Any] = field(default_factory=dict)  # more network options, e.g. {"use_time": false, "nac": {"mode": "euler"}}
 
     def __post_init__(self) -> None:
@@ -86,6 +87,7 @@ class Recipe(ConfigDict):
         need(self.select_episodes >= 0, f"select_episodes must be >= 0 (got {self.select_episodes})")
         need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
         need(0 < self.val_fraction < 1, f"val_fraction must be between 0 and 1 (got {self.val_fraction})")
+        need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
@@ -151,7 +153,8 @@ class StudyConfig:
         need(self.seeds >= 1 and self.first_seed >= 0, "seeds must be >= 1 and first_seed >= 0")
         need(bool(self.variants), "give at least one variant")
         for name, overrides in self.variants.items():
-            Recipe.from_dict(overrides)
+            recipe = Recipe.from_dict(overrides)
+            need(self.continuous or not recipe.noise, f"variant {name!r}: noise (DART) drifts the steering of continuous actions; drop --discrete or the noise")
         need(self.demos >= 2, f"demos must be >= 2 (one episode is held out for validation; got {self.demos})")
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.perturb_episodes is None or 1 <= self.perturb_episodes <= self.episodes,
@@ -179,9 +182,9 @@ class StudyConfig:
         n = self.episodes if level == CLEAN or self.perturb_episodes is None else self.perturb_episodes
         return list(range(self.seed_start, self.seed_start + n))
 
-    @property
-    def demos_dir(self) -> Path:
-        return Path(self.out) / "demos"
+    def demos_dir(self, noise: float = 0.0) -> Path:
+        """The demonstrations of runs whose recipe has this steering noise (DART): one set per value."""
+        return Path(self.out) / ("demos" if not noise else f"demos-noise{noise:g}")
 
     def run_dir(self, key: str) -> Path:
         return Path(self.out) / "runs" / key
@@ -316,20 +319,20 @@ class StudyKind:
     """What differs between a CarRacing study and a Udacity one; the grid, resume, scheduling and
     study.json are shared. `train` and `episode` run as executor tasks (module-level functions)."""
 
-    record: Callable[[StudyConfig], None]  # the shared demonstrations into cfg.demos_dir, resumable
+    record: Callable[[StudyConfig, float], None]  # the shared demonstrations at a steering noise into cfg.demos_dir(noise), resumable
     train: Callable[[dict[str, Any]], dict[str, Any]]  # one run to its end -> its figures
     episode: Callable[[Any], dict[str, Any]]  # one held-out episode -> return, length, lap_finished, tiles, skipped, step_ms_p50
     episode_job: Callable[[StudyConfig, str, str, int], Any]  # (cfg, run folder, level, seed) -> episode's argument
     training_seeds: Callable[[str], list[int]]  # the tracks a run folder was trained on
 
 
-def _record_demos(cfg: StudyConfig) -> None:
-    demos = cfg.demos_dir
+def _record_demos(cfg: StudyConfig, noise: float) -> None:
+    demos = cfg.demos_dir(noise)
     have = len(DemoSet(demos).episodes) if (demos / "manifest.json").is_file() else 0
     if have < cfg.demos:
         collect(CollectConfig(
             out=str(demos), expert=cfg.expert, episodes=cfg.demos, continuous=cfg.continuous, workers=cfg.workers,
-            ray=cfg.ray, resume=(demos / "manifest.json").is_file(), max_steps=cfg.max_steps,
+            ray=cfg.ray, resume=(demos / "manifest.json").is_file(), max_steps=cfg.max_steps, noise=noise,
         ))
 
 
@@ -352,9 +355,12 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     study = StudyFile(cfg)
     study.save()
 
-    # 1. one demonstration set for every run, recorded once (and only if a run still needs training)
-    demos = cfg.demos_dir
+    # 1. one demonstration set per steering noise of the recipes, recorded once (and only if a run on it still needs training)
     runs = cfg.runs()
+
+    def noise(run: dict[str, Any]) -> float:
+        return Recipe.from_dict(cfg.variants[run["variant"]]).noise
+
     def missing(run: dict[str, Any]) -> list[tuple[str, int]]:
         """The (level, seed) episodes of a run not recorded yet."""
         return [(level, s) for level in cfg.levels for s in cfg.eval_seeds(level) if (run["key"], level, s) not in study.keys]
@@ -366,8 +372,8 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
             print(f"{run['key']}: its weights are not in {cfg.run_dir(run['key'])} and it has episodes to drive: training it again", flush=True)
             study.forget(run["key"])
     study.save()
-    if not all(study.data["runs"].get(r["key"], {}).get("done") for r in runs):
-        kind.record(cfg)
+    for level in sorted({noise(r) for r in runs if not study.data["runs"].get(r["key"], {}).get("done")}):
+        kind.record(cfg, level)
 
     # 2. the task list: training runs not finished, episodes not driven
     seeds = cfg.eval_seeds()
@@ -381,7 +387,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
 
     def train_task(run: dict[str, Any]) -> Task:
         job = {
-            "path": str(cfg.run_dir(run["key"])), "demos": str(demos), "head": run["head"], "seed": run["seed"],
+            "path": str(cfg.run_dir(run["key"])), "demos": str(cfg.demos_dir(noise(run))), "head": run["head"], "seed": run["seed"],
             "recipe": cfg.variants[run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps,
             "device": "cuda" if ray_gpus else "cpu",
         }

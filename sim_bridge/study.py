@@ -30,16 +30,17 @@ from sim_bridge.carracing_sim import SimConfig, drive_autonomous, record_trainin
 BRIDGE_START_S = 120.0  # a bridge process imports torch and loads its run before it listens; under load that takes a while
 
 
-def record(cfg: StudyConfig) -> None:
-    """The expert's drives on seeds 0 .. demos - 1 in the simulator's recording format, written
-    whole or not at all (an interrupted recording is redone: it takes a minute or two)."""
-    demos = cfg.demos_dir
+def record(cfg: StudyConfig, noise: float) -> None:
+    """The expert's drives on seeds 0 .. demos - 1 in the simulator's recording format (with a
+    steering drift of std `noise`: DART), written whole or not at all (an interrupted recording is
+    redone: it takes a minute or two)."""
+    demos = cfg.demos_dir(noise)
     if len(recorded_seeds([str(demos)])) >= cfg.demos:
         return
     partial = demos.with_name(demos.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.rmtree(demos, ignore_errors=True)  # fewer tracks than asked: the study grew its recording
-    record_training(SimConfig(record=str(partial), episodes=cfg.demos, seed=0, max_steps=cfg.max_steps))
+    record_training(SimConfig(record=str(partial), episodes=cfg.demos, seed=0, max_steps=cfg.max_steps, noise=noise))
     partial.rename(demos)
     # the recording's rows name their images by absolute path; the loader finds them by file name in IMG/
 

@@ -94,6 +94,22 @@ def test_study_config_refuses(tmp_path):
         tiny(tmp_path, levels=["none", "fog=1"])
 
 
+def test_each_demonstration_noise_records_its_own_set(tmp_path):
+    quick = {**TINY, "dagger_rounds": 0}
+    cfg = tiny(tmp_path / "s", heads=["gru"], seeds=1, variants={"base": quick, "dart": {**quick, "noise": 0.2}}, demos=2, episodes=1, max_steps=40, workers=1)
+    run_study(cfg, quiet=True)
+    clean, drifted = (json.loads((tmp_path / "s" / d / "manifest.json").read_text()) for d in ("demos", "demos-noise0.2"))
+    assert "steering_noise" not in clean and drifted["steering_noise"]["std"] == 0.2
+    assert [e["seed"] for e in drifted["episodes"]] == [e["seed"] for e in clean["episodes"]] == [0, 1]  # the same tracks
+    for variant, demos in (("base", "demos"), ("dart", "demos-noise0.2")):
+        train = json.loads((tmp_path / "s" / "runs" / variant / "gru/seed0/config.json").read_text())["train"]
+        assert train["data"] == [str(tmp_path / "s" / demos)]
+    with pytest.raises(ConfigError, match="noise .DART. drifts the steering of continuous actions"):
+        tiny(tmp_path, continuous=False, variants={"dart": {**quick, "noise": 0.2}})
+    with pytest.raises(ConfigError, match=r"noise must be in \[0, 1\]"):
+        parse_variant("x:noise=2")
+
+
 # ---------------------------------------------------------------------- the grid, end to end
 @pytest.fixture(scope="module")
 def process_study(tmp_path_factory):
