@@ -24,11 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--discrete", action="store_true", help="5 discrete actions instead of continuous (steer, gas, brake); the policy does not drive yet (no lap on the held-out seeds; docs/results.md, 'Discrete actions')")
     p.add_argument("--episodes", type=positive_int, default=30, help="expert demonstrations (default 30)")
     p.add_argument("--train-epochs", type=positive_int, default=6, help="behaviour-cloning epochs (default 6)")
-    p.add_argument("--train-minutes", type=positive_float, default=6.0, help="at most this many minutes of behaviour cloning (default 6)")
+    p.add_argument("--train-minutes", type=positive_float, help="stop behaviour cloning after this many minutes (default: no cap, "
+                   "so that the recipe is the same on any machine)")
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-epochs", type=positive_int, default=2, help="training epochs after the DAgger round (default 2)")
-    p.add_argument("--dagger-minutes", type=positive_float, default=4.0, help="at most this many minutes of it (default 4)")
+    p.add_argument("--dagger-minutes", type=positive_float, help="stop each round's training after this many minutes (default: no cap)")
     p.add_argument("--eval-episodes", type=positive_int, default=10, help="held-out evaluation episodes (default 10)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="processes for driving (default: up to 2)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the whole job: demonstrations from seed 1000*S, training and "
