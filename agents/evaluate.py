@@ -21,7 +21,7 @@ from agents.env import EPISODE_STEPS, SELECT_SEED, make_env
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.policy import DECODERS, WEIGHTS, DrivingPolicy
 from agents.executor import ExecutorConfig
-from agents.rollout import EpisodeResult, lost_to_skip, parallel_map, run_episode, summarize
+from agents.rollout import EpisodeResult, parallel_map, run_episode, shares, summarize
 from nac.checkpoint import load_checkpoint, write_json
 from nac.config import ConfigError, need
 
@@ -131,9 +131,7 @@ def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: l
         "actions": "mean" if info.action_space == "continuous" else cfg.actions,
         "perturbation": cfg.perturb or perturb.CLEAN,
         **summarize(r.episode_return for r in results),
-        "finished_share": float(np.mean([r.lap_finished for r in results])) if results else 0.0,
-        "tiles_share": float(np.mean([r.tiles_visited for r in results])) if results else 0.0,
-        "skipped_share": float(np.mean([lost_to_skip(r.lap_finished, r.tiles_skipped) for r in results])) if results else 0.0,
+        **shares(results),
         "latency_p50_ms": float(np.percentile(lat, 50)) if lat.size else None,
         "latency_p99_ms": float(np.percentile(lat, 99)) if lat.size else None,
         "val_accuracy": info.val_accuracy,
@@ -184,8 +182,6 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
             rows.append({
                 "run": f"expert:track ({space})", "head": "-", "action_space": space, "weights": "-", "actions": "-",
                 **{k: r[k] for k in r if k not in ("config", "episodes_detail", "expert")},
-                "tiles_share": float(np.mean([e["tiles_visited"] for e in r["episodes_detail"]])),
-                "skipped_share": float(np.mean([lost_to_skip(e["lap_finished"], e["tiles_skipped"]) for e in r["episodes_detail"]])),
                 "latency_p50_ms": None, "latency_p99_ms": None, "val_accuracy": None, "reference": True,
             })
         rows.sort(key=lambda r: -r["mean_return"])

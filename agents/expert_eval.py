@@ -9,7 +9,7 @@ from typing import Any
 from agents.env import EPISODE_STEPS, make_env
 from agents.experts import check_expert, expert_needs_pixels, make_expert
 from agents.executor import ExecutorConfig
-from agents.rollout import EpisodeResult, parallel_map, run_episode, summarize
+from agents.rollout import EpisodeResult, parallel_map, run_episode, shares, summarize
 from nac.config import ConfigError
 
 
@@ -57,8 +57,7 @@ def evaluate_expert(cfg: ExpertEvalConfig) -> dict[str, Any]:
         "action_space": "continuous" if cfg.continuous else "discrete",
         "config": asdict(cfg),
         **summarize(r.episode_return for r in results),
-        "finished_share": sum(r.lap_finished for r in results) / len(results),
-        "wheels_off_share": sum(r.wheels_off for r in results) / len(results),
+        **shares(results),
         "seeds": [r.seed for r in results],
         "returns": [r.episode_return for r in results],
         "episodes_detail": [r.to_dict() for r in results],

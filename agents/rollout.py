@@ -76,6 +76,20 @@ def lost_to_skip(lap_finished: bool, tiles_skipped: int) -> bool:
     return not lap_finished and tiles_skipped > 0
 
 
+def shares(results: list[EpisodeResult]) -> dict[str, float]:
+    """Over episodes: laps finished, tiles visited, laps lost to a skipped tile, steps with a wheel
+    off the road (each a share; 0 with no episodes)."""
+    def mean(values: Iterable[float]) -> float:
+        return float(np.mean(list(values))) if results else 0.0
+
+    return {
+        "finished_share": mean(r.lap_finished for r in results),
+        "tiles_share": mean(r.tiles_visited for r in results),
+        "skipped_share": mean(lost_to_skip(r.lap_finished, r.tiles_skipped) for r in results),
+        "wheels_off_share": mean(r.wheels_off for r in results),
+    }
+
+
 def summarize(returns: Iterable[float]) -> dict[str, float]:
     """Mean, std, min, max, a 95 % confidence interval of the mean (t-distribution), solved share."""
     r = np.asarray(list(returns), dtype=np.float64)
