@@ -36,7 +36,7 @@ from agents.evaluate import describe_run, drive
 from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.tasks import train
-from agents.training import BALANCE, LOSSES, TrainConfig
+from agents.training import TrainConfig
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
 from nac.config import ConfigDict, ConfigError, need
@@ -75,19 +75,32 @@ class Recipe(ConfigDict):
     net: dict[str, Any] = field(default_factory=dict)  # more network options, e.g. {"use_time": false, "nac": {"mode": "euler"}}
 
     def __post_init__(self) -> None:
-        need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
         need(self.dagger_rounds >= 0, f"dagger_rounds must be >= 0 (got {self.dagger_rounds})")
-        need(self.dagger_episodes >= 1 and self.dagger_epochs >= 1, "dagger_episodes and dagger_epochs must be >= 1")
-        need(0.0 <= self.dagger_beta < 1.0, f"dagger_beta must be in [0, 1) (got {self.dagger_beta})")
-        need(self.window >= 1 and self.stride_jitter >= 1, "window and stride_jitter must be >= 1")
-        need(self.lr > 0 and self.batch_size >= 1, "lr must be > 0 and batch_size >= 1")
         need(isinstance(self.net, dict), "net must be a JSON object of network options")
-        need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")
-        need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
-        need(self.select_episodes >= 0, f"select_episodes must be >= 0 (got {self.select_episodes})")
-        need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
-        need(0 < self.val_fraction < 1, f"val_fraction must be between 0 and 1 (got {self.val_fraction})")
         need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
+        # every other field is checked where it is used, with that config's own messages
+        self.train_config("<demos>", "<run>", head="nac", seed=0)
+        if self.dagger_rounds:
+            try:
+                self.dagger_config("<run>", expert="track", seed=0)
+            except ConfigError as e:  # its fields are dagger_* here
+                raise ConfigError(f"the DAgger rounds' {e}") from None
+
+    def train_config(self, demos: str, out: str, head: str, seed: int, task: str = "carracing", max_steps: int = EPISODE_STEPS, device: str = "auto") -> TrainConfig:
+        """The behaviour cloning of one run by this recipe (a PilotNet run takes UDACITY_FIELDS)."""
+        common: dict[str, Any] = dict(data=[demos], out=out, task=task, head=head, epochs=self.epochs, lr=self.lr, batch_size=self.batch_size,
+                                      val_fraction=self.val_fraction, seed=seed, device=device)
+        if task == "udacity":
+            return TrainConfig(**common, net=dict(self.net))
+        return TrainConfig(**common, window=self.window, stride_jitter=self.stride_jitter, regular_share=self.regular_share, shift=self.shift,
+                           select_episodes=self.select_episodes, select_steps=max_steps, loss=self.loss, balance=self.balance,
+                           net={"use_time": True, **self.net})
+
+    def dagger_config(self, run: str, expert: str, seed: int, max_steps: int = EPISODE_STEPS) -> DaggerConfig:
+        """This recipe's DAgger rounds after the behaviour cloning of one run (one rollout process)."""
+        return DaggerConfig(run=run, expert=expert, rounds=self.dagger_rounds, episodes=self.dagger_episodes, beta=self.dagger_beta,
+                            epochs=self.dagger_epochs, workers=1, max_steps=max_steps,
+                            seed_start=FIRST_SEED + seed * 1000)  # each training seed has its own rollouts
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
@@ -215,22 +228,12 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)  # one task, one core
     run, recipe = Path(job["path"]), Recipe.from_dict(job["recipe"])
     started = time.monotonic()
-    net = {"use_time": True, **recipe.net}
     with quiet_bars():
-        tc = TrainConfig(
-            data=[job["demos"]], out=str(run), head=job["head"], window=recipe.window, stride_jitter=recipe.stride_jitter, regular_share=recipe.regular_share, shift=recipe.shift, val_fraction=recipe.val_fraction,
-            select_episodes=recipe.select_episodes, select_steps=job["max_steps"],
-            epochs=recipe.epochs, lr=recipe.lr, batch_size=recipe.batch_size, loss=recipe.loss, balance=recipe.balance, seed=job["seed"], net=net, device=job.get("device", "auto"),
-        )
         if not (run / "dagger.json").is_file():  # behaviour cloning is over once DAgger has begun
-            train_resumable(tc)
+            train_resumable(recipe.train_config(job["demos"], str(run), job["head"], job["seed"], max_steps=job["max_steps"], device=job.get("device", "auto")))
         dag: dict[str, Any] = {"rounds": []}
         if recipe.dagger_rounds:
-            dag = dagger(DaggerConfig(
-                run=str(run), expert=job["expert"], rounds=recipe.dagger_rounds, episodes=recipe.dagger_episodes,
-                beta=recipe.dagger_beta, epochs=recipe.dagger_epochs, workers=1, max_steps=job["max_steps"],
-                seed_start=FIRST_SEED + job["seed"] * 1000,  # each training seed has its own rollouts
-            ), quiet=True)
+            dag = dagger(recipe.dagger_config(str(run), job["expert"], job["seed"], max_steps=job["max_steps"]), quiet=True)
     metrics = json.loads((run / "metrics.json").read_text())
     best = metrics.get("best") or {}
     return {

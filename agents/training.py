@@ -85,6 +85,7 @@ class TrainConfig:
         need(self.batch_size >= 1, f"batch size must be >= 1 (got {self.batch_size})")
         need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
         need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
+        need(self.window >= 1 and self.frame_stride >= 1, f"window and frame stride must be >= 1 (got {self.window}, {self.frame_stride})")
         need(self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
         need(self.select_episodes >= 0 and self.select_steps >= 1, "select_episodes must be >= 0 and select_steps >= 1")
         need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")

@@ -21,7 +21,6 @@ import torch
 import websocket
 
 from agents.study import StudyConfig, StudyKind, Recipe, quiet_bars, train_resumable
-from agents.training import TrainConfig
 from agents.udacity import training_data
 from nac.config import ConfigError
 from sim_bridge.bench import free_port
@@ -50,11 +49,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)
     run, recipe = Path(job["path"]), Recipe.from_dict(job["recipe"])
     started = time.monotonic()
-    tc = TrainConfig(
-        data=[job["demos"]], out=str(run), task="udacity", head=job["head"], epochs=recipe.epochs, lr=recipe.lr,
-        batch_size=recipe.batch_size, val_fraction=recipe.val_fraction, seed=job["seed"], net=dict(recipe.net),
-        device=job.get("device", "auto"),
-    )
+    tc = recipe.train_config(job["demos"], str(run), job["head"], job["seed"], task="udacity", device=job.get("device", "auto"))
     with quiet_bars():
         metrics = train_resumable(tc)
     best = metrics.get("best") or {}

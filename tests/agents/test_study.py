@@ -73,13 +73,13 @@ def test_variants_parse_and_refuse():
     assert parse_variant("base") == ("base", {})
     with pytest.raises(ConfigError, match="unknown recipe field 'epoch'"):
         parse_variant("x:epoch=3")
-    with pytest.raises(ConfigError, match="dagger_beta"):
+    with pytest.raises(ConfigError, match="DAgger rounds' beta must be in"):
         parse_variant("x:dagger_beta=1.5")
     with pytest.raises(ConfigError, match="plain name"):
         parse_variant("a b:epochs=1")
     with pytest.raises(ConfigError, match="shift must be in 0..16"):
         parse_variant("x:shift=30")
-    with pytest.raises(ConfigError, match="val_fraction must be between 0 and 1"):
+    with pytest.raises(ConfigError, match="validation fraction must be between 0 and 1"):
         parse_variant("x:val_fraction=1")
     with pytest.raises(ConfigError, match="balance must be one of auto, weights, sampler, none"):
         parse_variant("x:balance=equal")
