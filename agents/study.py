@@ -47,7 +47,7 @@ FORMAT = "nacdrive-study/1"
 STUDY_FILE = "study.json"
 CLEAN = perturb.CLEAN
 TASKS = ("carracing", "udacity")
-UDACITY_FIELDS = {"epochs", "lr", "batch_size", "val_fraction", "net", "noise"}  # the recipe fields a PilotNet run has (net.speed_output=true: a learned speed)
+UDACITY_FIELDS = {"epochs", "lr", "ema", "batch_size", "val_fraction", "net", "noise"}  # the recipe fields a PilotNet run has (net.speed_output=true: a learned speed)
 
 
 @dataclass
@@ -67,6 +67,7 @@ class Recipe(ConfigDict):
     shift: int = 0  # random image shifts of up to this many pixels (train --shift)
     select_episodes: int = 0  # > 0: best weights by closed-loop return over this many episodes (train --select-episodes)
     lr: float = 1e-4  # Adam learning rate
+    ema: float = 0.0  # > 0: keep and judge a moving average of the weights, this decay per step (train --ema)
     batch_size: int = 32
     loss: str = "mse"  # continuous actions: "mse" or "l1" (agents.bc.loss_terms)
     balance: str = "auto"  # class imbalance (train --balance): auto = weighted loss for discrete actions, none for continuous
@@ -88,7 +89,7 @@ class Recipe(ConfigDict):
 
     def train_config(self, demos: str, out: str, head: str, seed: int, task: str = "carracing", max_steps: int = EPISODE_STEPS, device: str = "auto") -> TrainConfig:
         """The behaviour cloning of one run by this recipe (a PilotNet run takes UDACITY_FIELDS)."""
-        common: dict[str, Any] = dict(data=[demos], out=out, task=task, head=head, epochs=self.epochs, lr=self.lr, batch_size=self.batch_size,
+        common: dict[str, Any] = dict(data=[demos], out=out, task=task, head=head, epochs=self.epochs, lr=self.lr, ema=self.ema, batch_size=self.batch_size,
                                       val_fraction=self.val_fraction, seed=seed, device=device)
         if task == "udacity":
             return TrainConfig(**common, net=dict(self.net))

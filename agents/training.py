@@ -18,17 +18,19 @@ config.json), `batches_per_epoch()`, `batch(epoch, b, device)`, `loss(model, bat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
 from agents.distributed import Dist, any_process, barrier
@@ -75,6 +77,8 @@ class TrainConfig:
     net: dict[str, Any] = field(default_factory=dict)  # more network options (d_model, num_heads, nac, ...)
     checkpoint_seconds: float = 60.0  # how often the resumable state is written
     init_from: str | None = None  # carracing: start from this run's best weights (same network)
+    ema: float = 0.0  # > 0: validate and save an exponential moving average of the weights, this decay per step (0.999: a
+    # half-life of about 700 steps); the optimizer still steps the raw weights
 
     def __post_init__(self) -> None:
         need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
@@ -96,6 +100,7 @@ class TrainConfig:
         need(self.folds >= 1, f"folds must be >= 1 (got {self.folds})")
         need(self.folds == 1 or self.task == "carracing", "--folds is for the carracing task")
         need(self.checkpoint_seconds > 0, "checkpoint_seconds must be > 0")
+        need(0.0 <= self.ema < 1.0, f"ema decay must be in [0, 1) (got {self.ema})")
 
     @property
     def max_epochs(self) -> float:
@@ -124,11 +129,13 @@ class Task(Protocol):
 
 
 # ---------------------------------------------------------------------- resumable state
-def _save_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, counters: dict[str, Any]) -> None:
-    """Weights + optimizer tensors in alternating safetensors files, then the JSON that names
-    the newer one: an interruption at any point leaves one consistent state."""
+def _save_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, counters: dict[str, Any], ema: nn.Module | None = None) -> None:
+    """Weights (and their moving average) + optimizer tensors in alternating safetensors files,
+    then the JSON that names the newer one: an interruption at any point leaves one consistent state."""
     slot = 1 - counters.get("slot", 1)
     tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+    if ema is not None:
+        tensors.update({f"ema.{k}": v.detach().cpu().contiguous() for k, v in ema.state_dict().items()})
     opt_state = opt.state_dict()
     for pid, st in opt_state["state"].items():
         for name, value in st.items():
@@ -140,10 +147,14 @@ def _save_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, counters:
     write_json(run / f"{STATE}.json", counters)
 
 
-def _load_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
+def _load_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, ema: nn.Module | None = None) -> dict[str, Any]:
     counters = json.loads((run / f"{STATE}.json").read_text())
     tensors = load_file(str(run / f"{STATE}.{counters['slot']}.safetensors"))
     net.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    if ema is not None:
+        averaged = {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}
+        if averaged:  # a state written before the average was asked for starts it from the weights
+            ema.load_state_dict(averaged)
     state: dict[int, dict[str, Tensor]] = {}
     for k, v in tensors.items():
         if k.startswith("opt."):
@@ -180,11 +191,12 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
         model = nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
     amp = device.type == "cuda"  # mixed precision on GPUs; CPUs train in float32
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    ema = AveragedModel(net, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema), use_buffers=True) if cfg.ema else None
 
     counters: dict[str, Any] = {"epoch": 0, "batch": 0, "step": 0, "seconds": 0.0, "best_score": None, "done": False}
     history: list[dict[str, Any]] = []
     if resume and (run / f"{STATE}.json").is_file():
-        counters = _load_state(run, net, opt)
+        counters = _load_state(run, net, opt, ema)
         counters.setdefault("best_score", counters.pop("best_val_loss", None))  # states written before the rename
         history = json.loads((run / "metrics.json").read_text()).get("history", []) if (run / "metrics.json").is_file() else []
         counters["done"] = False  # a larger budget may have been given
@@ -206,23 +218,24 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
 
     def checkpoint() -> None:
         if dist_info.main:
-            _save_state(run, net, opt, counters)
+            _save_state(run, net, opt, counters, ema)
 
     def end_of_period() -> None:
-        """Validate, keep the best weights, write metrics."""
+        """Validate, keep the best weights (the moving average, with ema), write metrics."""
         if dist_info.main:
-            metrics = task.validate(device)
+            with averaged_weights(net, ema):
+                metrics = task.validate(device)
+                row = {"epoch": counters["epoch"], "batch": counters["batch"], "step": counters["step"], "seconds": round(counters["seconds"], 1), **metrics}
+                history.append(row)
+                if writer is not None:
+                    for k, v in metrics.items():
+                        writer.add_scalar(f"val/{k[4:]}", v, counters["step"])
+                best = counters["best_score"]
+                if best is None or score(metrics) < best:
+                    counters["best_score"] = score(metrics)
+                    net.save(run, "best", task.extra)
+                net.save(run, "last", task.extra)
             net.train()
-            row = {"epoch": counters["epoch"], "batch": counters["batch"], "step": counters["step"], "seconds": round(counters["seconds"], 1), **metrics}
-            history.append(row)
-            if writer is not None:
-                for k, v in metrics.items():
-                    writer.add_scalar(f"val/{k[4:]}", v, counters["step"])
-            best = counters["best_score"]
-            if best is None or score(metrics) < best:
-                counters["best_score"] = score(metrics)
-                net.save(run, "best", task.extra)
-            net.save(run, "last", task.extra)
             write_metrics(run, task.label, history, counters)
             checkpoint()
         barrier(dist_info)
@@ -256,6 +269,8 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
                 scaler.scale(loss).backward()
                 scaler.step(opt)
                 scaler.update()
+                if ema is not None:
+                    ema.update_parameters(net)
                 counters["batch"] += 1  # only now: an interruption before this point redoes the batch
                 counters["step"] += 1
                 counters["seconds"] = time.monotonic() - started
@@ -289,6 +304,20 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
     metrics = write_metrics(run, task.label, history, counters) if dist_info.main else {}
     barrier(dist_info)
     return metrics
+
+
+@contextlib.contextmanager
+def averaged_weights(net: nn.Module, ema: AveragedModel | None) -> Iterator[None]:
+    """Within: net holds the moving average of its weights (without ema, nothing changes)."""
+    if ema is None:
+        yield
+        return
+    raw = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    net.load_state_dict(ema.module.state_dict())
+    try:
+        yield
+    finally:
+        net.load_state_dict(raw)
 
 
 def score(metrics: dict[str, Any]) -> float:

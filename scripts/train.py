@@ -50,6 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--minutes", type=positive_float, help="stop after this many minutes of training")
     p.add_argument("--batch-size", type=positive_int, default=32, help="windows per step (default 32)")
     p.add_argument("--lr", type=positive_float, default=1e-4, help="Adam learning rate (default 1e-4)")
+    p.add_argument("--ema", type=float, default=0.0, metavar="DECAY",
+                   help="validate and save an exponential moving average of the weights with this decay per step, e.g. 0.999 "
+                        "(a half-life of about 700 steps); 0 (default) keeps the raw weights")
     p.add_argument("--chunk", type=positive_int, default=8, help="consecutive steps per group in a batch, sharing frames (default 8)")
     p.add_argument(
         "--balance", default="auto", choices=("auto", "weights", "sampler", "none"),
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         net["nac"] = dict(args.nac)
     cfg = TrainConfig(
         data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter, regular_share=args.regular_share, shift=args.shift, select_episodes=args.select_episodes,
-        epochs=args.epochs, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr, chunk=args.chunk,
+        epochs=args.epochs, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr, ema=args.ema, chunk=args.chunk,
         balance=args.balance, loss=args.loss, val_fraction=args.val_fraction, folds=args.folds, device=args.device,
         seed=args.seed, net=net, init_from=args.init_from,
     )

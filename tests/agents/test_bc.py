@@ -60,8 +60,9 @@ def _weights(run):
     return load_file(str(Path(run) / "last.safetensors"))
 
 
-def test_an_interrupted_run_resumes_to_the_same_result(tiny_demos, tmp_path, monkeypatch):
-    train(_cfg(tiny_demos, tmp_path / "straight"), quiet=True)
+@pytest.mark.parametrize("ema", [0.0, 0.9])
+def test_an_interrupted_run_resumes_to_the_same_result(tiny_demos, tmp_path, monkeypatch, ema):
+    train(_cfg(tiny_demos, tmp_path / "straight", ema=ema), quiet=True)
     calls = {"n": 0}
     original = Batches.batch
 
@@ -73,16 +74,33 @@ def test_an_interrupted_run_resumes_to_the_same_result(tiny_demos, tmp_path, mon
 
     monkeypatch.setattr(Batches, "batch", flaky)
     with pytest.raises(KeyboardInterrupt, match="--resume"):
-        train(_cfg(tiny_demos, tmp_path / "cut"), quiet=True)
+        train(_cfg(tiny_demos, tmp_path / "cut", ema=ema), quiet=True)
     monkeypatch.setattr(Batches, "batch", original)
     state = json.loads((tmp_path / "cut" / "train_state.json").read_text())
     assert state["step"] == 10 and not state["done"]
     with pytest.raises(ConfigError, match="not empty; use --resume"):
         train(_cfg(tiny_demos, tmp_path / "cut"), quiet=True)
-    m = train(_cfg(tiny_demos, tmp_path / "cut"), resume=True, quiet=True)
+    m = train(_cfg(tiny_demos, tmp_path / "cut", ema=ema), resume=True, quiet=True)
     a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "cut")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert m["finished"] and m["steps"] == json.loads((tmp_path / "straight" / "metrics.json").read_text())["steps"]
+
+
+def test_ema_keeps_and_validates_the_moving_average_of_the_weights(tiny_demos, tmp_path):
+    run = tmp_path / "run"
+    m = train(_cfg(tiny_demos, run, ema=0.9), quiet=True)
+    state = json.loads((run / "train_state.json").read_text())
+    tensors = load_file(str(run / f"train_state.{state['slot']}.safetensors"))
+    last = _weights(run)
+    assert int(tensors["ema.n_averaged"]) == state["step"] == m["steps"]
+    assert all(torch.equal(last[k], tensors[f"ema.module.{k}"]) for k in last)  # saved: the average
+    assert not all(torch.equal(last[k], tensors[f"model.{k}"]) for k in last)  # trained on: the raw weights
+    net = load_run(run, "last")
+    cfg = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["train"])
+    task = bc.CarRacingTask(cfg, bc.Demos.load(cfg.data), resume=False)
+    assert bc.validate(net, task.val_windows, torch.device("cpu"))["val_loss"] == pytest.approx(m["history"][-1]["val_loss"], rel=1e-5)
+    with pytest.raises(ConfigError, match="ema decay must be in"):
+        _cfg(tiny_demos, run, ema=1.0)
 
 
 def test_resume_with_a_larger_budget_trains_on(tiny_demos, tmp_path):
