@@ -168,13 +168,13 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         # whether to brake: cross-entropy on (expert brake > BRAKE_ON); how hard: the error of the
         # brake output on the rows where the expert brakes; steer and gas as without the gate
         raw = raw.float()
-        target = net.fit_target(batch["actions"].float())
+        target = batch["actions"].float()
         on = (target[:, 2] > BRAKE_ON).float()
         err = net.squash(raw, driven=False) - target
         err = torch.cat([err[:, :2], err[:, 2:3] * on[:, None]], -1)
         per_row = (err**2 if loss == "mse" else err.abs()).mean(-1) + F.binary_cross_entropy_with_logits(raw[:, 3], on, reduction="none")
     else:
-        err = net.squash(raw.float(), driven=False) - net.fit_target(batch["actions"].float())
+        err = net.squash(raw.float(), driven=False) - batch["actions"].float()
         per_row = (err**2 if loss == "mse" else err.abs()).mean(-1)
     if net.config.action_space == "continuous":
         pred = net.squash(raw.float())

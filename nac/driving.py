@@ -45,9 +45,6 @@ class DrivingNetConfig(ConfigDict):
     time_unit: float = 1.0 / 50  # seconds per unit of head time (one CarRacing step at 50 FPS)
     brake_gate: bool = False  # continuous: a fourth output decides whether to brake at all (the expert brakes in rare, hard
     # pulses; one regressed brake learns their mean, a small brake on every step); the brake output is then how hard
-    throttle_cut: float = 0.0  # continuous: > 0 makes the gas output the throttle before the cut in turns, driven as
-    # gas * (1 - throttle_cut * |steer|) with the network's own steer: the track expert's rule (rear-wheel drive spins
-    # out under full throttle in a turn), so a gas error cannot come with hard steering; labels are divided by it
 
     def __post_init__(self) -> None:
         need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
@@ -58,8 +55,6 @@ class DrivingNetConfig(ConfigDict):
         need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
         need(self.time_unit > 0, f"time_unit must be > 0 (got {self.time_unit})")
         need(not self.brake_gate or self.action_space == "continuous", "brake_gate is for continuous actions")
-        need(0.0 <= self.throttle_cut < 1.0, f"throttle_cut must be in [0, 1) (got {self.throttle_cut})")
-        need(not self.throttle_cut or self.action_space == "continuous", "throttle_cut is for continuous actions")
         self.head_config()  # validate the head options now, with the head's own messages
 
     @property
@@ -149,26 +144,12 @@ class DrivingNet(nn.Module):
 
     def squash(self, raw: Tensor, driven: bool = True) -> Tensor:
         """Continuous outputs into the action (..., 3): steer tanh, gas / brake sigmoid. As driven,
-        the gas is cut in turns (throttle_cut) and with brake_gate the brake is applied only where
-        the gate's logit is positive; driven=False gives the outputs themselves, as training fits
-        them (against fit_target of the labels)."""
+        with brake_gate the brake is applied only where the gate's logit is positive; driven=False
+        gives the outputs themselves, as training fits them."""
         action = torch.cat([torch.tanh(raw[..., :1]), torch.sigmoid(raw[..., 1:3])], -1)
-        if not driven:
-            return action
-        steer, gas, brake = action[..., :1], action[..., 1:2], action[..., 2:3]
-        if self.config.throttle_cut:
-            gas = gas * (1.0 - self.config.throttle_cut * steer.abs())
-        if self.config.brake_gate:
-            brake = brake * (raw[..., 3:4] > 0)
-        return torch.cat([steer, gas, brake], -1)
-
-    def fit_target(self, actions: Tensor) -> Tensor:
-        """Continuous labels (..., 3), as driven, -> what squash(driven=False) should give: with
-        throttle_cut the gas before the cut (the inverse of squash's cut at the label's steer)."""
-        if not self.config.throttle_cut:
-            return actions
-        gas = actions[..., 1:2] / (1.0 - self.config.throttle_cut * actions[..., :1].abs())
-        return torch.cat([actions[..., :1], gas.clamp(0.0, 1.0), actions[..., 2:]], -1)
+        if driven and self.config.brake_gate:
+            action = torch.cat([action[..., :2], action[..., 2:3] * (raw[..., 3:4] > 0)], -1)
+        return action
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path, name: str = "model", extra: dict[str, Any] | None = None) -> None:

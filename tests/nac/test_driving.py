@@ -82,19 +82,3 @@ def test_a_checkpoint_that_does_not_match_its_config_is_refused(tmp_path):
 def test_bad_network_configs_say_what_is_allowed(options, message):
     with pytest.raises(ConfigError, match=message):
         DrivingNetConfig(**options)
-
-
-def test_throttle_cut_drives_the_experts_rule_and_training_fits_its_inverse():
-    net = DrivingNet(DrivingNetConfig(head="gru", action_space="continuous", throttle_cut=0.8))
-    raw = torch.tensor([[0.0, 2.0, -3.0], [1.0, 2.0, -3.0], [-2.0, 0.5, 1.0]])
-    out, driven = net.squash(raw, driven=False), net.squash(raw)
-    steer = torch.tanh(raw[:, 0])
-    assert torch.allclose(driven[:, 1], out[:, 1] * (1 - 0.8 * steer.abs()))  # less gas the harder it steers
-    assert torch.equal(driven[:, [0, 2]], out[:, [0, 2]])
-    assert driven[0, 1] == out[0, 1] and driven[1, 1] < 0.6 * out[1, 1]
-    assert torch.allclose(net.fit_target(driven), out, atol=1e-6)  # a label, as driven, is fitted as the output before the cut
-    plain = DrivingNet(DrivingNetConfig(head="gru", action_space="continuous"))
-    assert torch.equal(plain.squash(raw), plain.squash(raw, driven=False)) and torch.equal(plain.fit_target(driven), driven)
-    for bad in ({"throttle_cut": 1.0}, {"throttle_cut": 0.5, "action_space": "discrete"}):
-        with pytest.raises(ConfigError, match="throttle_cut"):
-            DrivingNetConfig(head="gru", **bad)
