@@ -10,10 +10,11 @@ run has no interval over runs; the report says so rather than print a zero-width
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -62,8 +63,22 @@ def score_matrices(study: dict[str, Any], level: str) -> dict[str, dict[str, Any
         laps = float(np.mean([e["lap_finished"] for e in eps]))
         # studies written before the skipped-tile count have no "skipped": None, not 0
         skipped = float(np.mean([lost_to_skip(e["lap_finished"], e["skipped"]) for e in eps])) if all("skipped" in e for e in eps) else None
-        out[g] = {"scores": scores, "runs": keys, "seeds": common, "laps": laps, "skipped": skipped}
+        lost = [sum(not runs[k][s]["lap_finished"] for k in keys) for s in common]  # per held-out seed: runs without the lap
+        out[g] = {"scores": scores, "runs": keys, "seeds": common, "laps": laps, "skipped": skipped, "lost": lost}
     return out
+
+
+@contextlib.contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """numpy's global generator seeded within, restored after: rliable's StratifiedBootstrap draws
+    its resamples from it (update_indices calls np.random.choice) whatever random_state it is
+    given, so without this a report's intervals change from one rebuild to the next."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 def _rly():  # rliable imports seaborn and arch: only when a report is made
@@ -80,12 +95,12 @@ def aggregates(scores: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -
     def both(s: np.ndarray) -> np.ndarray:
         return np.array([metrics.aggregate_iqm(s), metrics.aggregate_mean(s)])
 
-    multi = {g: s for g, s in scores.items() if s.shape[0] > 1}
     cis: dict[str, np.ndarray] = {}
-    if multi:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # arch: RandomState is deprecated
-            _, cis = rly.get_interval_estimates(multi, both, reps=reps, random_state=np.random.RandomState(seed), task_bootstrap=True)
+    for g, s in scores.items():  # each group from the same seed: its interval does not depend on the others in the study
+        if s.shape[0] > 1:
+            with warnings.catch_warnings(), _seeded(seed):
+                warnings.simplefilter("ignore", FutureWarning)  # arch: RandomState is deprecated
+                cis[g] = rly.get_interval_estimates({g: s}, both, reps=reps, random_state=np.random.RandomState(seed), task_bootstrap=True)[1][g]
     out = {}
     for g, s in scores.items():
         iqm, mean = both(s)
@@ -108,7 +123,7 @@ def probability_of_improvement(x: np.ndarray, y: np.ndarray, reps: int = 500, se
     point = float(metrics.probability_of_improvement(x, y))
     if min(x.shape[0], y.shape[0]) < 2:
         return {"p": point, "ci": None}
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _seeded(seed):
         warnings.simplefilter("ignore", FutureWarning)
         _, ci = rly.get_interval_estimates({"x,y": (x, y)}, metrics.probability_of_improvement, reps=reps, random_state=np.random.RandomState(seed))
     lo, hi = np.asarray(ci["x,y"]).ravel()
@@ -118,7 +133,7 @@ def probability_of_improvement(x: np.ndarray, y: np.ndarray, reps: int = 500, se
 def performance_profiles(scores: dict[str, np.ndarray], taus: np.ndarray, reps: int = 2000, seed: int = 0) -> dict[str, dict[str, Any]]:
     """Share of episodes with return >= tau, per group, with 95 % bootstrap bands where a group has several runs."""
     rly, _ = _rly()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _seeded(seed):
         warnings.simplefilter("ignore", FutureWarning)
         prof, cis = rly.create_performance_profile(scores, taus, reps=reps)
     return {g: {"share": [float(v) for v in prof[g]], "ci": cis[g].tolist() if scores[g].shape[0] > 1 else None} for g in scores}
@@ -187,11 +202,25 @@ def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000
         entry["improvement"] = pairs
         if level == CLEAN:
             entry["offline_vs_closed_loop"] = offline_agreement(study, mats, key)
+            entry["laps_lost_by_track"] = laps_lost_by_track(mats)
         result["levels"][level] = entry
     write_json(out / "report.json", result)
     figures = _plots(result, out)
     (out / "report.md").write_text(_markdown(study, result, figures))
     return result
+
+
+def laps_lost_by_track(mats: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """{held-out seed: {group: runs that did not finish its lap}} for the seeds where any learned
+    run lost it, most lost first: whether the failures are a few hard tracks or spread out."""
+    table: dict[int, dict[str, int]] = {}
+    for g, m in mats.items():
+        if g != EXPERT:
+            for seed, n in zip(m["seeds"], m["lost"]):
+                if n:
+                    table.setdefault(seed, {})[g] = int(n)
+    order = sorted(table, key=lambda seed: (-sum(table[seed].values()), seed))
+    return {str(seed): table[seed] for seed in order}
 
 
 def offline_key(cfg: dict[str, Any]) -> str:
@@ -238,6 +267,9 @@ def _fmt_ci(v: float, ci: list[float] | None) -> str:
     return f"{v:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else f"{v:.1f} (one run)"
 
 
+LOST_ROWS = 12  # tracks shown in the report's "where the laps were lost" table
+
+
 def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str]) -> str:
     cfg = study["config"]
     n_done = sum(1 for r in study["runs"].values() if r.get("done"))
@@ -274,6 +306,15 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
             lines += ["", f"Does the {offline_name} rank the runs as driving does? Spearman's rank correlation between each run's "
                       f"{offline_name} and its mean return, over {agree['runs']} runs: {agree['spearman']:+.2f} (p = {agree['p_value']:.2f}; "
                       "+1: better offline is better driving, 0: no relation)."]
+        lost = entry.get("laps_lost_by_track")
+        if lost:
+            groups = [g for g, _ in rows if g != EXPERT]
+            shown = list(lost)[:LOST_ROWS]
+            lines += ["", "Where the laps were lost: per held-out track, how many runs of each group did not finish it"
+                      + (f" (the {LOST_ROWS} tracks with the most; {len(lost)} in all)" if len(lost) > LOST_ROWS else "") + ".", "",
+                      "| track (seed) | " + " | ".join(f"{g} ({entry['aggregates'][g]['runs']} runs)" for g in groups) + " |",
+                      "|---|" + "---|" * len(groups)]
+            lines += [f"| {seed} | " + " | ".join(str(lost[seed].get(g, 0)) for g in groups) + " |" for seed in shown]
         if entry["improvement"]:
             lines += ["", "| comparison | P(X > Y) [95 % CI] |", "|---|---|"]
             for name, p in entry["improvement"].items():

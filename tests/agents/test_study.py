@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from agents.study import StudyConfig, parse_variant, run_study
-from agents.study_report import aggregates, build, probability_of_improvement, score_matrices
+from agents.study_report import aggregates, build, laps_lost_by_track, probability_of_improvement, score_matrices
 from nac.config import ConfigError
 
 TINY = {"epochs": 1, "dagger_rounds": 1, "dagger_episodes": 1, "dagger_epochs": 1, "shift": 2, "val_fraction": 0.3, "balance": "sampler"}
@@ -43,6 +43,18 @@ def test_iqm_and_mean_match_a_hand_computation():
     assert out["a"]["run_means"] == [450.0, 450.0] and out["a"]["worst_run_mean"] == 450.0
 
 
+def test_intervals_are_the_same_at_every_rebuild_and_whatever_else_the_study_holds():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(900, 30, (3, 20)), rng.normal(800, 90, (3, 20))
+    alone, with_b = aggregates({"a": a}, reps=300), aggregates({"a": a, "b": b}, reps=300)
+    np.random.seed(123)  # the global generator, which rliable draws its resamples from, is neither used nor moved
+    state = np.random.get_state()[1].copy()
+    again = aggregates({"b": b, "a": a}, reps=300)
+    assert (np.random.get_state()[1] == state).all()
+    assert alone["a"]["iqm_ci"] == with_b["a"]["iqm_ci"] == again["a"]["iqm_ci"] and with_b["b"]["mean_ci"] == again["b"]["mean_ci"]
+    assert probability_of_improvement(a, b, reps=100) == probability_of_improvement(a, b, reps=100)
+
+
 def test_one_run_has_no_interval():
     out = aggregates({"a": np.array([[1.0, 2.0, 3.0]])}, reps=100)
     assert out["a"]["iqm_ci"] is None and out["a"]["mean"] == pytest.approx(2.0)
@@ -64,6 +76,15 @@ def test_score_matrices_use_the_seeds_every_run_has():
     study = {"config": {"variants": {"base": {}}}, "episodes": [ep("a", 1, 910.0), ep("a", 2, 500.0), ep("b", 2, 700.0)]}
     m = score_matrices(study, "none")["nac"]
     assert m["seeds"] == [2] and m["runs"] == ["a", "b"] and m["scores"].tolist() == [[500.0], [700.0]]
+
+
+def test_laps_lost_are_counted_per_track_and_group_most_first():
+    ep = lambda run, head, s, lap: {"run": run, "variant": "base", "head": head, "seed": 0, "level": "none", "episode_seed": s, "return": 900.0 if lap else 300.0, "lap_finished": lap}
+    laps = {("a", "nac"): [True, False, False], ("b", "nac"): [True, True, False], ("c", "lstm"): [False, True, True], ("expert", "expert"): [False, False, False]}
+    study = {"config": {"variants": {"base": {}}}, "episodes": [ep(run, head, 10 + i, lap) for (run, head), ls in laps.items() for i, lap in enumerate(ls)]}
+    lost = laps_lost_by_track(score_matrices(study, "none"))
+    assert lost == {"12": {"nac": 2}, "10": {"lstm": 1}, "11": {"nac": 1}}  # the expert's own laps are not counted
+    assert list(lost) == ["12", "10", "11"]
 
 
 # ---------------------------------------------------------------------- configuration
@@ -233,6 +254,7 @@ def test_the_report_states_levels_and_improvement_from_a_hand_made_study(tmp_pat
     assert r["levels"]["none"]["improvement"]["nac > lstm"]["p"] == pytest.approx(1.0)
     text = (tmp_path / "report" / "report.md").read_text()
     assert "## Perturbation drop=0.4" in text and "88.0%" in text
+    assert "| 100 | 0 | 2 |" in text  # where the laps were lost: lstm's two runs on every track, nac's none
     assert (tmp_path / "report" / "levels.png").stat().st_size > 1000 and (tmp_path / "report" / "profiles.png").is_file()
 
 
