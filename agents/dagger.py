@@ -22,7 +22,7 @@ import torch
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.collect import Recorder, demo_header, save_recording
-from agents.env import EPISODE_STEPS, make_env
+from agents.env import EPISODE_STEPS, OffRoadLimit, make_env
 from agents.experts import check_expert, make_expert
 from agents.policy import DrivingPolicy
 from agents.executor import ExecutorConfig
@@ -47,6 +47,7 @@ class DaggerConfig:
     ray: str | None = None  # run the rollouts as Ray tasks on this cluster address ("local": a new local instance)
     seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i
     max_steps: int = EPISODE_STEPS  # steps per rollout (CarRacing's limit is 1000)
+    off_road_steps: int = 0  # > 0: a rollout ends once all four wheels have been off the road this many steps in a row
 
     def __post_init__(self) -> None:
         check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
@@ -56,6 +57,7 @@ class DaggerConfig:
         need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
         need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
         need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
+        need(self.off_road_steps >= 0, f"off-road steps must be >= 0 (got {self.off_road_steps})")
 
 
 class MixedDriver:
@@ -77,12 +79,14 @@ class MixedDriver:
         return self.label if self.rng.random() < self.beta else action
 
 
-def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, seed: int) -> dict[str, Any]:
+def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, off_road_steps: int, seed: int) -> dict[str, Any]:
     """One policy-driven, expert-labelled episode written into `out`; its manifest entry."""
     torch.set_num_threads(1)
     policy = DrivingPolicy.from_run(run, "best")
     continuous = policy.continuous
     env = make_env(continuous, max_steps)
+    if off_road_steps:
+        env = OffRoadLimit(env, off_road_steps)
     try:
         driver = MixedDriver(policy, make_expert(expert_name, env), beta, seed)
         rec = Recorder(label=lambda: driver.label)
@@ -120,7 +124,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         todo = [s for s in seeds if s not in set(demos.seeds())]
         if todo:
             parallel_map(
-                partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps),
+                partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps),
                 todo,
                 ExecutorConfig(cfg.workers, cfg.ray),
                 desc=f"DAgger round {r} rollouts (beta {beta:.2f})",

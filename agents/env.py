@@ -38,6 +38,30 @@ def make_env(continuous: bool = False, max_steps: int = EPISODE_STEPS, pixels: b
     return TimeLimit(_NoPixelsCarRacing(continuous=continuous), max_episode_steps=max_steps)
 
 
+class OffRoadLimit(gym.Wrapper):
+    """Truncates an episode once the car has had all four wheels off the road for `steps` steps
+    in a row (info["off_road"] = True on that step). For DAgger rollouts: the expert's labels for
+    the way back to the road are kept, not the hundreds of frames of a car lost on the grass.
+    Written here: gymnasium has no such wrapper, and the road contact is CarRacing's own (each
+    wheel's set of tiles under it)."""
+
+    def __init__(self, env: gym.Env, steps: int) -> None:
+        super().__init__(env)
+        self.steps = steps
+        self._off = 0
+
+    def reset(self, **kwargs):  # type: ignore[override]
+        self._off = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):  # type: ignore[override]
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._off = self._off + 1 if all(not w.tiles for w in self.env.unwrapped.car.wheels) else 0
+        if self._off >= self.steps and not terminated:
+            truncated, info = True, {**info, "off_road": True}
+        return obs, reward, terminated, truncated, info
+
+
 @dataclass
 class CarState:
     """What the simulator knows about the car (not what the camera sees)."""

@@ -61,6 +61,7 @@ class Recipe(ConfigDict):
     dagger_episodes: int = 10  # policy rollouts per round, labelled by the expert
     dagger_epochs: int = 2  # training epochs after each round
     dagger_beta: float = 0.5  # round r executes the expert's action with probability beta ** r
+    dagger_off_road: int = 0  # > 0: a DAgger rollout ends once the car has been off the road this many steps in a row
     window: int = 8  # frames per window
     stride_jitter: int = 1  # > 1: windows with irregular frame gaps 1..J (true timestamps kept)
     regular_share: float = 0.0  # with stride_jitter > 1: this share of windows keeps regular gaps
@@ -100,7 +101,7 @@ class Recipe(ConfigDict):
     def dagger_config(self, run: str, expert: str, seed: int, max_steps: int = EPISODE_STEPS) -> DaggerConfig:
         """This recipe's DAgger rounds after the behaviour cloning of one run (one rollout process)."""
         return DaggerConfig(run=run, expert=expert, rounds=self.dagger_rounds, episodes=self.dagger_episodes, beta=self.dagger_beta,
-                            epochs=self.dagger_epochs, workers=1, max_steps=max_steps,
+                            epochs=self.dagger_epochs, workers=1, max_steps=max_steps, off_road_steps=self.dagger_off_road,
                             seed_start=FIRST_SEED + seed * 1000)  # each training seed has its own rollouts
 
 

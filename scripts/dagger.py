@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=non_negative_int, default=0, help="rollout processes (default: up to 2)")
     add_ray_flag(p, "the rollouts")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per rollout (default 1000, CarRacing's limit)")
+    p.add_argument("--off-road-steps", type=non_negative_int, default=0, metavar="N",
+                   help="end a rollout once all four wheels have been off the road N steps in a row: the expert's labels for the "
+                        "way back are kept, the frames of a car lost on the grass are not (default 0: rollouts run to the end)")
     p.add_argument("--quiet", action="store_true", help="no training progress bars")
     p.set_defaults(func=run)
 
@@ -40,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = DaggerConfig(
         run=args.run, expert=args.expert, rounds=args.rounds, episodes=args.episodes, beta=args.beta,
         epochs=args.epochs, minutes=args.minutes, workers=args.workers, ray=args.ray, max_steps=args.max_steps,
+        off_road_steps=args.off_road_steps,
     )
     state = dagger(cfg, quiet=args.quiet)
     for r in state["rounds"]:

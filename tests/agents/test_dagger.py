@@ -56,3 +56,5 @@ def test_dagger_needs_a_training_run(tmp_path):
         dagger(DaggerConfig(run=str(tmp_path)))
     with pytest.raises(ConfigError, match="beta must be in"):
         DaggerConfig(run="x", beta=1.5)
+    with pytest.raises(ConfigError, match="off-road steps must be >= 0"):
+        DaggerConfig(run="x", off_road_steps=-1)

@@ -52,3 +52,32 @@ def test_the_stretch_not_reached_yet_is_not_skipped():
     for tile in u.road[5:8]:  # three tiles behind the car, as if never touched
         tile.road_visited = False
     assert skipped_tiles(env) == 3
+
+
+class Veering:
+    """Full right lock and some gas from the start: the car leaves the road within a few dozen steps."""
+
+    def reset(self) -> None:
+        pass
+
+    def select_action(self, obs):
+        return np.array([1.0, 0.3, 0.0], dtype=np.float32)
+
+
+def test_the_off_road_limit_ends_an_episode_once_the_car_has_been_off_it_long_enough():
+    from agents.env import OffRoadLimit
+
+    env = OffRoadLimit(make_env(continuous=True, pixels=False), 25)
+    offs, ends = [], []
+    env.reset(seed=3)
+    while True:
+        _, _, terminated, truncated, info = env.step(Veering().select_action(None))
+        offs.append(all(not w.tiles for w in env.unwrapped.car.wheels))
+        if terminated or truncated:
+            ends.append(info.get("off_road", False))
+            break
+    assert ends == [True] and len(offs) < 300
+    assert all(offs[-25:]) and not all(offs[-26:])  # exactly 25 steps in a row with every wheel on the grass
+    expert_env = OffRoadLimit(make_env(continuous=True, pixels=False), 25)
+    result = run_episode(expert_env, make_expert("track", expert_env), seed=3)  # on the road, never cut short
+    assert result.lap_finished and result.wheels_off == 0
