@@ -40,7 +40,7 @@ class DaggerConfig:
     expert: str = "track"  # who labels the frames
     rounds: int = 1  # rounds of rollouts + training
     episodes: int = 10  # policy rollouts per round
-    beta: float = 0.5  # round r executes the expert's action with probability beta ** r
+    beta: float = 0.5  # round r executes the expert's action with probability beta ** r (0: the policy drives alone)
     epochs: int = 2  # training epochs added per round
     minutes: float | None = None  # and at most this many training minutes per round (None: no cap)
     workers: int = 0  # rollout processes; 0 = up to 2
@@ -48,6 +48,8 @@ class DaggerConfig:
     seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i
     max_steps: int = EPISODE_STEPS  # steps per rollout (CarRacing's limit is 1000)
     off_road_steps: int = 0  # > 0: a rollout ends once all four wheels have been off the road this many steps in a row
+    # (0: never). With beta 0 and 50 the quick-start recipe study's run means went from 859 / 925 / 881 to 916 / 897 / 910
+    # (the same 92 % of laps), but the quick start itself from 815.8 / 778.5 to 718.7 / 703.3 (seeds 0, 1): off by default
 
     def __post_init__(self) -> None:
         check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout

@@ -60,8 +60,8 @@ class Recipe(ConfigDict):
     dagger_rounds: int = 2  # DAgger rounds after it (0: pure behaviour cloning)
     dagger_episodes: int = 10  # policy rollouts per round, labelled by the expert
     dagger_epochs: int = 2  # training epochs after each round
-    dagger_beta: float = 0.5  # round r executes the expert's action with probability beta ** r
-    dagger_off_road: int = 0  # > 0: a DAgger rollout ends once the car has been off the road this many steps in a row
+    dagger_beta: float = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r
+    dagger_off_road: int = DaggerConfig.off_road_steps  # > 0: a DAgger rollout ends once the car has been off the road this many steps in a row
     window: int = 8  # frames per window
     stride_jitter: int = 1  # > 1: windows with irregular frame gaps 1..J (true timestamps kept)
     regular_share: float = 0.0  # with stride_jitter > 1: this share of windows keeps regular gaps

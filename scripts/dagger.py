@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from agents.dagger import DaggerConfig
 from agents.experts import EXPERTS
 from scripts.args import add_ray_flag, non_negative_int, positive_float, positive_int
 
@@ -24,21 +25,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expert", default="track", choices=EXPERTS, help="who labels the frames (default track)")
     p.add_argument("--rounds", type=positive_int, default=1, help="total DAgger rounds for the run (default 1)")
     p.add_argument("--episodes", type=positive_int, default=10, help="rollouts per round (default 10)")
-    p.add_argument("--beta", type=float, default=0.5, help="expert-action probability base: beta**round (default 0.5)")
+    p.add_argument("--beta", type=float, default=DaggerConfig.beta, help=f"expert-action probability base: beta**round (default {DaggerConfig.beta:g}; 0: the policy drives alone)")
     p.add_argument("--epochs", type=positive_int, default=2, help="training epochs per round (default 2)")
     p.add_argument("--minutes", type=positive_float, help="also stop a round's training after this many minutes")
     p.add_argument("--workers", type=non_negative_int, default=0, help="rollout processes (default: up to 2)")
     add_ray_flag(p, "the rollouts")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per rollout (default 1000, CarRacing's limit)")
-    p.add_argument("--off-road-steps", type=non_negative_int, default=0, metavar="N",
+    p.add_argument("--off-road-steps", type=non_negative_int, default=DaggerConfig.off_road_steps, metavar="N",
                    help="end a rollout once all four wheels have been off the road N steps in a row: the expert's labels for the "
-                        "way back are kept, the frames of a car lost on the grass are not (default 0: rollouts run to the end)")
+                        f"way back are kept, the frames of a car lost on the grass are not (default {DaggerConfig.off_road_steps}: never)")
     p.add_argument("--quiet", action="store_true", help="no training progress bars")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.dagger import DaggerConfig, dagger
+    from agents.dagger import dagger
 
     cfg = DaggerConfig(
         run=args.run, expert=args.expert, rounds=args.rounds, episodes=args.episodes, beta=args.beta,
