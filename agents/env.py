@@ -38,6 +38,11 @@ def make_env(continuous: bool = False, max_steps: int = EPISODE_STEPS, pixels: b
     return TimeLimit(_NoPixelsCarRacing(continuous=continuous), max_episode_steps=max_steps)
 
 
+def wheels_off_road(env: gym.Env) -> int:
+    """How many of the car's four wheels touch no road tile (CarRacing keeps each wheel's tiles)."""
+    return sum(not w.tiles for w in env.unwrapped.car.wheels)
+
+
 class OffRoadLimit(gym.Wrapper):
     """Truncates an episode once the car has had all four wheels off the road for `steps` steps
     in a row (info["off_road"] = True on that step). For DAgger rollouts: the expert's labels for
@@ -56,7 +61,7 @@ class OffRoadLimit(gym.Wrapper):
 
     def step(self, action):  # type: ignore[override]
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self._off = self._off + 1 if all(not w.tiles for w in self.env.unwrapped.car.wheels) else 0
+        self._off = self._off + 1 if wheels_off_road(self.env) == 4 else 0
         if self._off >= self.steps and not terminated:
             truncated, info = True, {**info, "off_road": True}
         return obs, reward, terminated, truncated, info

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-from agents.env import skipped_tiles
+from agents.env import skipped_tiles, wheels_off_road
 from agents.executor import ExecutorConfig, Task, make_executor
 
 SOLVED = 900.0  # CarRacing counts an average of 900 as solved
@@ -53,9 +53,8 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, observer: Observer | No
     obs, _ = env.reset(seed=seed)
     policy.reset()
     total, steps, finished, off = 0.0, 0, False, 0
-    wheels = env.unwrapped.car.wheels
     while True:
-        off += any(not w.tiles for w in wheels)
+        off += wheels_off_road(env) > 0
         action = policy.select_action(obs)
         if observer is not None:
             observer.before_step(env, obs, action)
