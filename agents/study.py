@@ -266,11 +266,19 @@ class StudyFile:
         if self.path.is_file():
             self.data = json.loads(self.path.read_text())
             need(self.data.get("format") == FORMAT, f"{self.path} is not a study file ({FORMAT})")
+            # a study from before "recipes" was stored: its variants' overrides by today's defaults, the best that can be known
+            self.data.setdefault("recipes", {v: Recipe.from_dict(o).to_dict() for v, o in self.data["config"]["variants"].items()})
             self._check_compatible(cfg)
             self.data["config"] = _merged_config(self.data["config"], asdict(cfg))
         else:
-            self.data = {"format": FORMAT, "config": asdict(cfg), "runs": {}, "episodes": []}
+            self.data = {"format": FORMAT, "config": asdict(cfg), "recipes": {}, "runs": {}, "episodes": []}
+        for v, overrides in cfg.variants.items():  # every field of every variant's recipe, so that a later change of a default cannot reach its runs
+            self.data["recipes"].setdefault(v, Recipe.from_dict(overrides).to_dict())
         self.keys = {self.episode_key(e) for e in self.data["episodes"]}
+
+    def recipe(self, variant: str) -> Recipe:
+        """The recipe a variant's runs are trained by: as stored when the variant entered the study."""
+        return Recipe.from_dict(self.data["recipes"][variant])
 
     def _check_compatible(self, cfg: StudyConfig) -> None:
         """A study may grow (heads, seeds, episodes, levels, variants) but not change what its
@@ -280,9 +288,11 @@ class StudyFile:
             was = old.get(name, StudyConfig.__dataclass_fields__[name].default)  # fields added later: their default
             need(was == getattr(cfg, name), f"{self.path} was made with {name}={was!r}, not {getattr(cfg, name)!r}; use another --out")
         for v, overrides in cfg.variants.items():
-            if v in old["variants"]:
-                need(Recipe.from_dict(old["variants"][v]) == Recipe.from_dict(overrides),
-                     f"variant {v!r} in {self.path} has another recipe ({old['variants'][v]}); give the new one another name")
+            if v in self.data["recipes"]:
+                was, now = self.recipe(v).to_dict(), Recipe.from_dict(overrides).to_dict()
+                differ = [f"{k}={was[k]!r} (asked: {now[k]!r})" for k in was if was[k] != now[k]]
+                need(not differ, f"variant {v!r} in {self.path} was trained with {', '.join(differ)}: pass those values in --variant "
+                                 f"to continue it, or give the new recipe another name")
 
     @staticmethod
     def episode_key(e: dict[str, Any]) -> tuple[str, str, int]:
@@ -364,7 +374,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     runs = cfg.runs()
 
     def noise(run: dict[str, Any]) -> float:
-        return Recipe.from_dict(cfg.variants[run["variant"]]).noise
+        return study.recipe(run["variant"]).noise
 
     def missing(run: dict[str, Any]) -> list[tuple[str, int]]:
         """The (level, seed) episodes of a run not recorded yet."""
@@ -393,7 +403,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     def train_task(run: dict[str, Any]) -> Task:
         job = {
             "path": str(cfg.run_dir(run["key"])), "demos": str(cfg.demos_dir(noise(run))), "head": run["head"], "seed": run["seed"],
-            "recipe": cfg.variants[run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps,
+            "recipe": study.data["recipes"][run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps,
             "device": "cuda" if ray_gpus else "cpu",
         }
         return Task(("train", run["key"]), kind.train, job, cpus=1, gpus=1 if ray_gpus else 0)

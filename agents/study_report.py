@@ -288,6 +288,8 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
         f"runs and held-out episodes ({result['reps']} resamples, rliable). Rebuilt from study.json alone by `nacdrive study --report DIR`.",
         "",
     ]
+    if study.get("recipes"):  # every field, as trained (studies from before they were stored have only the overrides above)
+        lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={val}" for k, val in r.items()) for v, r in study["recipes"].items()] + [""]
     key = offline_key(cfg)
     offline_name = "validation MSE" if key == "val_loss" else "offline accuracy"
     for level, entry in result["levels"].items():

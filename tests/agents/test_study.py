@@ -178,6 +178,26 @@ def test_a_study_continues_from_study_json_alone(process_study, tmp_path):
     assert {e["run"] for e in grown["episodes"]} == {"expert", *data["runs"], "base/gru/seed0"}
 
 
+def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path):
+    """study.json stores every field of each variant's recipe: a default changed since (here: the
+    stored shift is 1 where today's recipe gives 2) is refused by name, not mixed into new runs."""
+    out, data = process_study
+    assert data["recipes"]["base"]["shift"] == 2 and data["recipes"]["base"]["dagger_beta"] == 0.5  # overrides and defaults, all stored
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    old = {**data, "recipes": {"base": {**data["recipes"]["base"], "shift": 1}}}
+    (moved / "study.json").write_text(json.dumps(old))
+    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with shift=1 \(asked: 2\): pass those values"):
+        run_study(tiny(moved, workers=2), quiet=True)
+    grown = run_study(tiny(moved, workers=1, heads=["gru"], seeds=1, variants={"base": {**TINY, "shift": 1}}), quiet=True)
+    assert json.loads((moved / "runs/base/gru/seed0/config.json").read_text())["train"]["shift"] == 1
+    assert grown["recipes"] == old["recipes"]
+    # a study written before recipes were stored gets them from its overrides
+    older = {k: v for k, v in data.items() if k != "recipes"}
+    (moved / "study.json").write_text(json.dumps(older))
+    assert run_study(tiny(moved, workers=2), quiet=True)["recipes"] == data["recipes"]
+
+
 def test_the_report_is_rebuilt_from_study_json_alone(process_study, tmp_path):
     out, _ = process_study
     build(out, reps=200)
