@@ -83,8 +83,9 @@ class Demos:
 class Batches:
     """Chunks of consecutive steps of a store, in an order fixed by (seed, epoch)."""
 
-    def __init__(self, windows: FrameWindows, chunk: int, batch_size: int, row_weights: np.ndarray | None) -> None:
+    def __init__(self, windows: FrameWindows, chunk: int, batch_size: int, row_weights: np.ndarray | None, rates: np.ndarray | None = None) -> None:
         s = windows.store
+        self.rates = rates  # (N, A) the targets of a network trained on action rates (DrivingNetConfig.rate_window)
         starts, lengths = [], []
         for first, n in zip(s.starts, s.lengths):
             st = np.arange(first, first + n, chunk)
@@ -121,9 +122,26 @@ class Batches:
             "frames": torch.from_numpy(s.frames[uniq]).to(device, non_blocking=True),  # (U, H, W, 3)
             "index": torch.from_numpy(inverse.reshape(idx.shape)).to(device),  # (n, W)
             "timestamps": torch.from_numpy(s.timestamps[idx]).float().to(device),  # (n, W)
-            "actions": torch.from_numpy(s.actions[rows]).to(device),  # (n,) or (n, 3)
-            "classes": torch.from_numpy(action_classes(s.actions[rows])).to(device),  # (n,)
+            **labels(s, rows, device, self.rates),
         }
+
+
+def labels(store: FrameStore, rows: np.ndarray, device: torch.device, rates: np.ndarray | None) -> dict[str, Tensor]:
+    """What the loss compares the rows' outputs with: the expert's actions, their classes, and
+    (a network trained on action rates) the rates."""
+    out = {
+        "actions": torch.from_numpy(store.actions[rows]).to(device),  # (n,) or (n, 3)
+        "classes": torch.from_numpy(action_classes(store.actions[rows])).to(device),  # (n,)
+    }
+    if rates is not None:
+        out["rates"] = torch.from_numpy(rates[rows]).to(device)  # (n, A)
+    return out
+
+
+def action_rates(net: DrivingNet, store: FrameStore) -> np.ndarray | None:
+    """The rate targets of a network trained on them, else None."""
+    k = net.config.rate_window
+    return store.action_rates(k, net.config.outputs) if k else None
 
 
 def shifted(frames: Tensor, index: Tensor, chunk_of_row: np.ndarray, pad: int, rng: np.random.Generator) -> Tensor:
@@ -162,7 +180,8 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
     small constant brake)."""
     if net.config.action_space == "discrete":
         labels = batch["actions"].long()
-        per_row = F.cross_entropy(raw.float(), labels, reduction="none")
+        # a network trained on action rates: cross-entropy against the rates (soft targets)
+        per_row = F.cross_entropy(raw.float(), batch.get("rates", labels), reduction="none")
         correct = raw.argmax(-1) == labels
     elif net.config.brake_gate:
         # whether to brake: cross-entropy on (expert brake > BRAKE_ON); how hard: the error of the
@@ -192,14 +211,12 @@ def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch
     net.eval()
     s = windows.store
     feats = torch.cat([net.encode(torch.from_numpy(s.frames[i : i + 256]).to(device)).float() for i in range(0, len(s), 256)])
+    rates = action_rates(net, s)
     losses, correct, steer_err = [], [], []
     for i in range(0, len(s), batch_rows):
         rows = np.arange(i, min(len(s), i + batch_rows))
         idx, _ = windows.indices(rows)
-        batch = {
-            "actions": torch.from_numpy(s.actions[rows]).to(device),
-            "classes": torch.from_numpy(action_classes(s.actions[rows])).to(device),
-        }
+        batch = labels(s, rows, device, rates)
         raw = net.decide(feats[torch.from_numpy(idx).to(device)], torch.from_numpy(s.timestamps[idx]).float().to(device))
         per_row, ok = loss_terms(net, raw, batch, None, loss)
         losses.append(per_row.cpu())
@@ -294,8 +311,11 @@ class CarRacingTask:
             self.net.load_state_dict(init.state_dict())
         classes = action_classes(self.train_windows.store.actions)
         self.class_weights = class_weights(classes)
-        self.balance = cfg.balance if cfg.balance != "auto" else ("weights" if net_cfg.action_space == "discrete" else "none")
-        self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if self.balance == "sampler" else None)
+        # auto: weights for discrete classes; none for continuous actions, and for action rates (reweighted, they would
+        # no longer be the expert's rates, which the policy reproduces by diffusion)
+        self.balance = cfg.balance if cfg.balance != "auto" else ("weights" if net_cfg.action_space == "discrete" and not net_cfg.rate_window else "none")
+        self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if self.balance == "sampler" else None,
+                               action_rates(self.net, self.train_windows.store))
         self.seed = cfg.seed
         self.stride_jitter, self.regular_share, self.shift = cfg.stride_jitter, cfg.regular_share, cfg.shift
         self.loss_kind = cfg.loss

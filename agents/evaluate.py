@@ -34,7 +34,7 @@ class EvaluateConfig:
     workers: int = 0  # processes; 0 = up to 2
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     weights: str = "best"  # which weights of each run: best (validation) or last
-    actions: str = "argmax"  # discrete actions from the softmax: argmax, sample or diffuse (agents.policy.DECODERS)
+    actions: str | None = None  # discrete actions from the softmax: argmax, sample or diffuse (agents.policy.DECODERS); None: each run's own
     experts: bool = True  # add the track expert's figures on the same seeds as reference rows
     perturb: str | None = None  # one perturbation (agents.perturb), e.g. "drop=0.2"; None or "none": clean
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
@@ -49,7 +49,7 @@ class EvaluateConfig:
         if self.perturb is not None:
             perturb.parse(self.perturb)  # a clear error now, not in a worker
         need(self.weights in WEIGHTS, f"weights must be one of {', '.join(WEIGHTS)} (got {self.weights!r})")
-        need(self.actions in DECODERS, f"actions must be one of {', '.join(DECODERS)} (got {self.actions!r})")
+        need(self.actions is None or self.actions in DECODERS, f"actions must be one of {', '.join(DECODERS)} (got {self.actions!r})")
 
 
 @dataclass
@@ -59,6 +59,7 @@ class RunInfo:
     action_space: str
     training_seeds: list[int]
     val_accuracy: float | None
+    decoder: str  # how its discrete actions are taken by default (agents.policy.DrivingPolicy)
 
 
 def describe_run(path: str, weights: str) -> RunInfo:
@@ -76,11 +77,12 @@ def describe_run(path: str, weights: str) -> RunInfo:
     if metrics.is_file():
         best = json.loads(metrics.read_text()).get("best") or {}
         acc = best.get("val_accuracy")
-    return RunInfo(path, config["net"]["head"], config["net"]["action_space"], seeds, acc)
+    decoder = "diffuse" if config["net"].get("rate_window") else "argmax"
+    return RunInfo(path, config["net"]["head"], config["net"]["action_space"], seeds, acc, decoder)
 
 
 @lru_cache(maxsize=8)
-def _policy(path: str, weights: str, actions: str) -> DrivingPolicy:
+def _policy(path: str, weights: str, actions: str | None) -> DrivingPolicy:
     return DrivingPolicy.from_run(path, weights, "cpu", actions)
 
 
@@ -128,7 +130,7 @@ def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: l
         "head": info.head,
         "action_space": info.action_space,
         "weights": cfg.weights,
-        "actions": "mean" if info.action_space == "continuous" else cfg.actions,
+        "actions": "mean" if info.action_space == "continuous" else cfg.actions or info.decoder,
         "perturbation": cfg.perturb or perturb.CLEAN,
         **summarize(r.episode_return for r in results),
         **shares(results),

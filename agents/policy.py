@@ -56,10 +56,14 @@ class DrivingPolicy:
     action with the most credit and charges it 1 (error diffusion, a sigma-delta modulator).
     Argmax cannot reproduce an expert that pulses (steer 1 step in 3 is never the likeliest
     action); sampling can, with random runs; diffusion gives the same rates in regular pulses.
+    By default (actions=None) a network trained on action rates (DrivingNetConfig.rate_window)
+    diffuses and any other takes the argmax.
     After each step `last` holds what the network produced (for overlays and analysis).
     """
 
-    def __init__(self, net: DrivingNet, actions: str = "argmax", seed: int = 0) -> None:
+    def __init__(self, net: DrivingNet, actions: str | None = None, seed: int = 0) -> None:
+        if actions is None:
+            actions = "diffuse" if net.config.rate_window else "argmax"
         if actions not in DECODERS:
             raise ConfigError(f"actions must be one of {', '.join(DECODERS)} (got {actions!r})")
         self.net = net.eval()
@@ -71,7 +75,7 @@ class DrivingPolicy:
         self.reset()
 
     @classmethod
-    def from_run(cls, path: str | Path, weights: str = "best", device: str = "cpu", actions: str = "argmax", seed: int = 0) -> "DrivingPolicy":
+    def from_run(cls, path: str | Path, weights: str = "best", device: str = "cpu", actions: str | None = None, seed: int = 0) -> "DrivingPolicy":
         return cls(load_run(path, weights, device), actions=actions, seed=seed)
 
     @property

@@ -33,6 +33,20 @@ class FrameStore:
     def __len__(self) -> int:
         return len(self.frames)
 
+    def action_rates(self, k: int, n_actions: int) -> np.ndarray:
+        """(N, n_actions) float32: for each step of discrete actions, the share of each action
+        over the steps t-k..t+k of its episode (fewer at the episode's ends)."""
+        if self.actions.ndim != 1:
+            raise DataError("action rates are for discrete actions")
+        onehot = np.eye(n_actions, dtype=np.float64)[self.actions.astype(np.int64)]
+        out = np.empty((len(self), n_actions), dtype=np.float32)
+        for first, n in zip(self.starts, self.lengths):
+            csum = np.concatenate([np.zeros((1, n_actions)), np.cumsum(onehot[first : first + n], axis=0)])
+            t = np.arange(n)
+            lo, hi = np.maximum(t - k, 0), np.minimum(t + k + 1, n)
+            out[first : first + n] = (csum[hi] - csum[lo]) / (hi - lo)[:, None]
+        return out
+
 
 class FrameWindows(Dataset):
     """Item i: the W frames ending at row i (every `stride`-th step back), the timestamps, a mask

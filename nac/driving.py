@@ -45,6 +45,9 @@ class DrivingNetConfig(ConfigDict):
     time_unit: float = 1.0 / 50  # seconds per unit of head time (one CarRacing step at 50 FPS)
     brake_gate: bool = False  # continuous: a fourth output decides whether to brake at all (the expert brakes in rare, hard
     # pulses; one regressed brake learns their mean, a small brake on every step); the brake output is then how hard
+    rate_window: int = 0  # discrete: > 0, the softmax is each action's local rate (its share of the expert's actions over
+    # steps t-K..t+K, which the scene shows) rather than the one action of step t (which depends on the phase of the
+    # expert's steering pulses, which a frame does not show); the policy then drives by error diffusion of those rates
 
     def __post_init__(self) -> None:
         need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
@@ -55,6 +58,8 @@ class DrivingNetConfig(ConfigDict):
         need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
         need(self.time_unit > 0, f"time_unit must be > 0 (got {self.time_unit})")
         need(not self.brake_gate or self.action_space == "continuous", "brake_gate is for continuous actions")
+        need(self.rate_window >= 0, f"rate_window must be >= 0 (got {self.rate_window})")
+        need(not self.rate_window or self.action_space == "discrete", "rate_window is for discrete actions")
         self.head_config()  # validate the head options now, with the head's own messages
 
     @property

@@ -28,9 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_ray_flag(p, "the episodes")
     p.add_argument("--weights", default="best", choices=("best", "last"), help="best (validation) or last weights")
     p.add_argument(
-        "--actions", default="argmax", choices=("argmax", "sample", "diffuse"),
-        help="discrete actions from the policy's softmax: the likeliest (argmax, default), a draw (sample), or pulses at "
-        "the softmax's rates without chance (diffuse: error diffusion); continuous runs ignore it",
+        "--actions", default=None, choices=("argmax", "sample", "diffuse"),
+        help="discrete actions from the policy's softmax: the likeliest (argmax), a draw (sample), or pulses at the "
+        "softmax's rates without chance (diffuse: error diffusion); default: each run's own (diffuse for a run trained "
+        "with --rate-window, else argmax); continuous runs ignore it",
     )
     p.add_argument("--sample", dest="actions", action="store_const", const="sample", help="the same as --actions sample")
     p.add_argument("--no-expert", action="store_true", help="leave out the expert's reference row")

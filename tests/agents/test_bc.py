@@ -204,6 +204,30 @@ def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, t
     assert m["finished"]
 
 
+def test_a_network_trained_on_action_rates_learns_them_and_drives_by_diffusing_them(tiny_demos, tiny_demos_continuous, tmp_path):
+    from agents.evaluate import describe_run
+    from nac.driving import DrivingNet, DrivingNetConfig
+
+    # the loss: cross-entropy against the rates, accuracy against the action itself
+    net = DrivingNet(DrivingNetConfig(head="gru", window=2, rate_window=2))
+    raw = torch.tensor([[0.0, 0.0, 1.0, 2.0, 0.0], [3.0, 0.0, 0.0, 0.0, 0.0]])
+    rates = torch.tensor([[0.0, 0.0, 0.4, 0.6, 0.0], [0.2, 0.0, 0.0, 0.8, 0.0]])
+    batch = {"actions": torch.tensor([3, 3]), "classes": torch.tensor([3, 3]), "rates": rates}
+    per_row, correct = bc.loss_terms(net, raw, batch, None)
+    assert torch.allclose(per_row, -(rates * torch.log_softmax(raw, -1)).sum(-1)) and correct.tolist() == [True, False]
+    # a run: its targets are the demonstrations' rates, unweighted, and its policy diffuses by default
+    m = train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"rate_window": 3}), quiet=True)
+    task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"rate_window": 3}, val_episodes=["demos:0"]),
+                            bc.Demos.load([tiny_demos]), False)
+    store = task.train_windows.store
+    assert task.balance == "none" and np.allclose(task.batches.rates, store.action_rates(3, 5))
+    assert not np.allclose(task.batches.rates, np.eye(5)[store.actions])  # the expert pulses: rates are not one-hot
+    assert DrivingPolicy.from_run(tmp_path / "run").actions == "diffuse" and describe_run(str(tmp_path / "run"), "best").decoder == "diffuse"
+    assert DrivingPolicy.from_run(tmp_path / "run", actions="argmax").actions == "argmax"  # asked for: kept
+    with pytest.raises(ConfigError, match="rate_window is for discrete actions"):
+        train(_cfg(tiny_demos_continuous, tmp_path / "cont", net={"rate_window": 3}), quiet=True)
+
+
 def test_the_l1_loss_is_the_mean_absolute_error():
     from nac.driving import DrivingNet, DrivingNetConfig
 

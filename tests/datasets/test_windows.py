@@ -1,5 +1,7 @@
 """Windows of frames for training, and splits by episode."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -56,3 +58,18 @@ def test_jittered_windows_keep_a_regular_share():
     assert set(np.unique(np.diff(mixed[~regular][:, ::-1], axis=1))) == {1, 2, 3}
     plain = jittered_back(4000, 8, 3, np.random.default_rng(0))
     assert (np.diff(plain[:, ::-1], axis=1) == 1).all(axis=1).mean() < 0.01
+
+
+def test_action_rates_are_each_actions_share_around_a_step_within_its_episode():
+    a = Episode(0, np.zeros((6, 4, 4, 3), np.uint8), np.array([3, 2, 3, 3, 2, 3]), np.zeros(6, np.float32), np.zeros(6, bool),
+                np.zeros(6, bool), np.arange(6) / 50.0, np.zeros((6, 6), np.float32))
+    b = _episode(1, 3)  # actions 0, 1, 2: its rates never see episode a's
+    rates = FrameStore([a, b]).action_rates(1, 5)
+    assert rates.shape == (9, 5) and np.allclose(rates.sum(1), 1)
+    assert np.allclose(rates[0], [0, 0, 0.5, 0.5, 0])  # steps 0..1 (the episode starts)
+    assert np.allclose(rates[1], [0, 0, 1 / 3, 2 / 3, 0])  # steps 0..2
+    assert np.allclose(rates[4], [0, 0, 1 / 3, 2 / 3, 0])  # steps 3..5
+    assert np.allclose(rates[6], [0.5, 0.5, 0, 0, 0]) and np.allclose(rates[8], [0, 0.5, 0.5, 0, 0])
+    assert np.allclose(FrameStore([a]).action_rates(0, 5), np.eye(5)[a.actions])  # K = 0: the actions themselves
+    with pytest.raises(DataError, match="discrete actions"):
+        FrameStore([dataclasses.replace(a, actions=np.zeros((6, 3), np.float32))]).action_rates(1, 5)
