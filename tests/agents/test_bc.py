@@ -216,7 +216,7 @@ def test_a_network_trained_on_action_rates_learns_them_and_drives_by_diffusing_t
     per_row, correct = bc.loss_terms(net, raw, batch, None)
     assert torch.allclose(per_row, -(rates * torch.log_softmax(raw, -1)).sum(-1)) and correct.tolist() == [True, False]
     # a run: its targets are the demonstrations' rates, unweighted, and its policy diffuses by default
-    m = train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"rate_window": 3}), quiet=True)
+    train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"rate_window": 3}), quiet=True)
     task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"rate_window": 3}, val_episodes=["demos:0"]),
                             bc.Demos.load([tiny_demos]), False)
     store = task.train_windows.store
