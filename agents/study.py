@@ -29,6 +29,7 @@ import torch
 from tqdm import tqdm
 
 from agents import perturb
+from agents.bc import net_config
 from agents.collect import CollectConfig, collect
 from agents.dagger import FIRST_SEED, DaggerConfig, dagger
 from agents.env import EPISODE_STEPS
@@ -170,6 +171,12 @@ class StudyConfig:
         for name, overrides in self.variants.items():
             recipe = Recipe.from_dict(overrides)
             need(self.continuous or not recipe.noise, f"variant {name!r}: noise (DART) drifts the steering of continuous actions; drop --discrete or the noise")
+            if self.task == "carracing":  # its network for every head, checked now rather than in a training worker
+                for h in self.heads:
+                    try:
+                        net_config(recipe.train_config("<demos>", "<run>", head=h, seed=0), "continuous" if self.continuous else "discrete")
+                    except ConfigError as e:
+                        raise ConfigError(f"variant {name!r} with head {h}: {e}") from None
         need(self.demos >= 2, f"demos must be >= 2 (one episode is held out for validation; got {self.demos})")
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.perturb_episodes is None or 1 <= self.perturb_episodes <= self.episodes,

@@ -113,6 +113,12 @@ def test_study_config_refuses(tmp_path):
         tiny(tmp_path, seed_start=2)
     with pytest.raises(ConfigError, match="unknown perturbation"):
         tiny(tmp_path, levels=["none", "fog=1"])
+    # each variant's network, for each head and the study's action space, before anything is trained
+    with pytest.raises(ConfigError, match="variant 'r' with head gru: rate_window is for discrete actions"):
+        tiny(tmp_path, heads=["gru"], variants={"r": {"net": {"rate_window": 4}}})
+    with pytest.raises(ConfigError, match="variant 'e' with head nac: mode must be one of"):
+        tiny(tmp_path, heads=["gru", "nac"], variants={"e": {"net": {"nac": {"mode": "fast"}}}})
+    tiny(tmp_path, heads=["gru"], continuous=False, variants={"r": {"net": {"rate_window": 4}}})
 
 
 def test_each_demonstration_noise_records_its_own_set(tmp_path):
