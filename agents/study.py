@@ -106,6 +106,15 @@ class Recipe(ConfigDict):
                             seed_start=FIRST_SEED + seed * 1000)  # each training seed has its own rollouts
 
 
+# Recipe's defaults until study.json stored each variant's whole recipe: what the runs of a study
+# written before then were trained by, whatever the defaults are now
+LEGACY_RECIPE: dict[str, Any] = {
+    "epochs": 4, "dagger_rounds": 2, "dagger_episodes": 10, "dagger_epochs": 2, "dagger_beta": 0.5, "dagger_off_road": 0, "window": 8,
+    "stride_jitter": 1, "regular_share": 0.0, "shift": 0, "select_episodes": 0, "lr": 1e-4, "ema": 0.0, "batch_size": 32, "loss": "mse",
+    "balance": "auto", "val_fraction": 0.2, "noise": 0.0, "net": {},
+}
+
+
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
     """'bc:dagger_rounds=0' -> ("bc", {"dagger_rounds": 0}); 'euler:net.nac.mode=euler' sets a
     nested network option; values are JSON where they parse ('true', '3'), text otherwise."""
@@ -273,8 +282,8 @@ class StudyFile:
         if self.path.is_file():
             self.data = json.loads(self.path.read_text())
             need(self.data.get("format") == FORMAT, f"{self.path} is not a study file ({FORMAT})")
-            # a study from before "recipes" was stored: its variants' overrides by today's defaults, the best that can be known
-            self.data.setdefault("recipes", {v: Recipe.from_dict(o).to_dict() for v, o in self.data["config"]["variants"].items()})
+            # a study from before "recipes" was stored: its variants' overrides on the defaults of that time
+            self.data.setdefault("recipes", {v: Recipe.from_dict({**LEGACY_RECIPE, **o}).to_dict() for v, o in self.data["config"]["variants"].items()})
             self._check_compatible(cfg)
             self.data["config"] = _merged_config(self.data["config"], asdict(cfg))
         else:

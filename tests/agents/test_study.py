@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agents import study
 from agents.study import StudyConfig, parse_variant, run_study
 from agents.study_report import aggregates, build, laps_lost_by_track, probability_of_improvement, score_matrices
 from nac.config import ConfigError
@@ -184,7 +185,7 @@ def test_a_study_continues_from_study_json_alone(process_study, tmp_path):
     assert {e["run"] for e in grown["episodes"]} == {"expert", *data["runs"], "base/gru/seed0"}
 
 
-def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path):
+def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path, monkeypatch):
     """study.json stores every field of each variant's recipe: a default changed since (here: the
     stored shift is 1 where today's recipe gives 2) is refused by name, not mixed into new runs."""
     out, data = process_study
@@ -198,10 +199,15 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path)
     grown = run_study(tiny(moved, workers=1, heads=["gru"], seeds=1, variants={"base": {**TINY, "shift": 1}}), quiet=True)
     assert json.loads((moved / "runs/base/gru/seed0/config.json").read_text())["train"]["shift"] == 1
     assert grown["recipes"] == old["recipes"]
-    # a study written before recipes were stored gets them from its overrides
+    # a study written before recipes were stored gets them from its overrides on the defaults of that
+    # time (study.LEGACY_RECIPE), not today's: one that differed in lr would be refused by name
     older = {k: v for k, v in data.items() if k != "recipes"}
     (moved / "study.json").write_text(json.dumps(older))
     assert run_study(tiny(moved, workers=2), quiet=True)["recipes"] == data["recipes"]
+    (moved / "study.json").write_text(json.dumps(older))
+    monkeypatch.setitem(study.LEGACY_RECIPE, "lr", 3e-4)
+    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with lr=0.0003 \(asked: 0.0001\)"):
+        run_study(tiny(moved, workers=2), quiet=True)
 
 
 def test_the_report_is_rebuilt_from_study_json_alone(process_study, tmp_path):
