@@ -273,7 +273,7 @@ LOST_ROWS = 12  # tracks shown in the report's "where the laps were lost" table
 def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str]) -> str:
     cfg = study["config"]
     n_done = sum(1 for r in study["runs"].values() if r.get("done"))
-    n_runs = len(cfg["heads"]) * cfg["seeds"] * len(cfg["variants"])
+    n_runs = len(study["asked"]) if "asked" in study else len(cfg["heads"]) * cfg["seeds"] * len(cfg["variants"])  # older files: the whole grid
     lines = [
         "# Study report",
         "",

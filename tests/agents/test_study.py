@@ -183,6 +183,8 @@ def test_a_study_continues_from_study_json_alone(process_study, tmp_path):
     assert sorted(p.parent.name + "/" + p.name for p in (moved / "runs/base").glob("*/seed*")) == ["gru/seed0"]
     assert grown["episodes"][: len(data["episodes"])] == data["episodes"]
     assert {e["run"] for e in grown["episodes"]} == {"expert", *data["runs"], "base/gru/seed0"}
+    build(moved, reps=50)  # the runs asked for, not the merged grid's 3 heads x 2 seeds
+    assert grown["asked"] == [*data["asked"], "base/gru/seed0"] and "Runs trained: 5 of 5;" in (moved / "report/report.md").read_text()
 
 
 def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path, monkeypatch):
