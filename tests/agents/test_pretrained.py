@@ -13,7 +13,7 @@ from agents.rollout import run_episode
 from nac import ConfigError
 
 PRETRAINED = Path(__file__).parents[2] / "agents" / "pretrained"
-RUNS = ["nac", "lstm", "gru", "cfc", "mha", "nac-jitter", "nac-jitter-notime"]
+RUNS = ["nac", "lstm", "gru", "cfc", "mha", "nac-mix", "nac-mix-notime"]
 
 
 @pytest.mark.parametrize("run", RUNS)
@@ -21,7 +21,7 @@ def test_a_shipped_policy_rebuilds_and_acts(run):
     head = run.split("-")[0]
     policy = DrivingPolicy.from_run(PRETRAINED / run)
     assert policy.net.config.head == head and policy.continuous
-    assert policy.net.config.use_time == (run != "nac-jitter-notime")
+    assert policy.net.config.use_time == (run != "nac-mix-notime")
     action = policy.select_action(np.full((96, 96, 3), 100, np.uint8))
     assert action.shape == (3,) and -1 <= action[0] <= 1
     info = describe_run(str(PRETRAINED / run), "best")
