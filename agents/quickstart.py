@@ -35,6 +35,9 @@ class QuickstartConfig:
     train_epochs: int = 6  # behaviour cloning (about 3.5 minutes on 2 quiet cores)
     train_minutes: float | None = None  # stop it after this many minutes (None: no cap; a cap makes the recipe depend
     # on the machine: two quick starts at once on 2 cores got 4 epochs instead of 6 and drove 577 and 708 instead of 816)
+    stride_jitter: int = 1  # > 1: training windows with frame gaps of 1..J steps (true timestamps kept), for a share ...
+    regular_share: float = 0.0  # ... 1 - P of them (train --stride-jitter / --regular-share). 3 and 0.5 made every NAC run of
+    # the full recipe drive its laps and hold with dropped frames, but at this scale (30 demonstrations) cost laps: docs/results.md
     dagger_rounds: int = 2  # DAgger rounds (the pretrained policies' recipe)
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
     dagger_epochs: int = 2  # training after the DAgger round (about 2 minutes)
@@ -51,10 +54,17 @@ class QuickstartConfig:
         need(self.train_epochs >= 1 and self.dagger_epochs >= 1, "training epochs must be >= 1")
         need(self.dagger_episodes >= 1 and self.eval_episodes >= 1, "episode counts must be >= 1")
         need(self.seed >= 0, f"seed must be >= 0 (got {self.seed})")
+        self.train_config("<demos>", "<run>")  # its fields are checked now, with training's own messages, before anything runs
         first, last = 1000 * self.seed, 1000 * self.seed + self.episodes - 1
         need(last < self.eval_seed_start or first >= self.eval_seed_start + self.eval_episodes,
              f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include the held-out seeds "
              f"{self.eval_seed_start}..{self.eval_seed_start + self.eval_episodes - 1}; choose a seed below {self.eval_seed_start // 1000}")
+
+
+    def train_config(self, data: str, run: str) -> TrainConfig:
+        """The behaviour cloning of the job."""
+        return TrainConfig(data=[data], out=run, head=self.head, epochs=self.train_epochs, minutes=self.train_minutes, seed=self.seed,
+                           stride_jitter=self.stride_jitter, regular_share=self.regular_share)
 
 
 def _stage(title: str) -> None:
@@ -81,7 +91,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
 
     t0 = time.monotonic()
     _stage(f"2/5 behaviour cloning CNN + {cfg.head}, {cfg.train_epochs} epochs" + (f" (at most {cfg.train_minutes:g} min)" if cfg.train_minutes else "") + f" -> {run}")
-    train_cfg = TrainConfig(data=[str(data)], out=str(run), head=cfg.head, epochs=cfg.train_epochs, minutes=cfg.train_minutes, seed=cfg.seed)
+    train_cfg = cfg.train_config(str(data), str(run))
     state_file = run / "train_state.json"
     if not state_file.is_file():
         train(train_cfg)
@@ -121,6 +131,8 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
     dag = json.loads((run / "dagger.json").read_text())
     best = metrics.get("best") or {}
     space = "continuous (steer, gas, brake)" if cfg.continuous else "discrete (5 actions)"
+    windows = (f"{1 - cfg.regular_share:.0%} with frame gaps of 1..{cfg.stride_jitter} steps and their true timestamps, the rest regular"
+               if cfg.stride_jitter > 1 else "regular frame gaps")
     lines = [
         "# nacdrive quickstart report",
         "",
@@ -133,6 +145,7 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         "## Training",
         "",
         f"- demonstrations: {data} ({cfg.episodes} track-expert episodes, seeds {1000 * cfg.seed}..{1000 * cfg.seed + cfg.episodes - 1}); job seed {cfg.seed}",
+        f"- training windows: {windows}\n"
         f"- behaviour cloning: {metrics['epochs']} epochs in all, {metrics['train_seconds'] / 60:.1f} min of training; {len(dag['rounds'])} DAgger "
         f"rounds of {cfg.dagger_episodes} rollouts (mean return while collecting: "
         + ", ".join(f"{r.get('rollout_mean_return', float('nan')):.1f}" for r in dag["rounds"]) + ")",

@@ -26,6 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train-epochs", type=positive_int, default=6, help="behaviour-cloning epochs (default 6)")
     p.add_argument("--train-minutes", type=positive_float, help="stop behaviour cloning after this many minutes (default: no cap, "
                    "so that the recipe is the same on any machine)")
+    p.add_argument("--stride-jitter", type=positive_int, default=1, metavar="J",
+                   help="train on windows whose frame gaps are drawn from 1..J steps, true timestamps kept (default 1: regular)")
+    p.add_argument("--regular-share", type=float, default=0.0, metavar="P",
+                   help="with --stride-jitter > 1: this share of windows keeps regular gaps (default 0). '--stride-jitter 3 "
+                   "--regular-share 0.5' holds with dropped or irregular frames, but at the quick start's scale it cost laps "
+                   "(docs/results.md, 'Robustness')")
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-epochs", type=positive_int, default=2, help="training epochs after the DAgger round (default 2)")
@@ -43,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = QuickstartConfig(
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
-        train_epochs=args.train_epochs, train_minutes=args.train_minutes, dagger_rounds=args.dagger_rounds, dagger_episodes=args.dagger_episodes,
+        train_epochs=args.train_epochs, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds, dagger_episodes=args.dagger_episodes,
         dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes,
         eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
     )

@@ -78,6 +78,7 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["evaluate", "/nonexistent"], "config.json not found"),
         (["dagger", "--run", "/nonexistent"], "not a training run"),
         (["quickstart", "--seed", "10"], "include the held-out seeds 10000..10009"),
+        (["quickstart", "--regular-share", "2"], "regular share must be in [0, 1] (got 2.0)"),
         (["study"], "give --out DIR"),
         (["study", "--out", "/tmp/x", "--variant", "x:foo=1"], "unknown recipe field 'foo'"),
         (["study", "--report", "/nonexistent"], "/nonexistent not found"),
@@ -112,7 +113,15 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     dag = json.loads((out / "nac" / "dagger.json").read_text())
     assert dag["rounds"][0]["trained"] and dag["rounds"][0]["seeds"] == [1_001_000]  # --seed 1 moves every seed
     assert [e["seed"] for e in json.loads((out / "demos" / "manifest.json").read_text())["episodes"]] == [1000, 1001]
-    assert json.loads((out / "nac" / "config.json").read_text())["train"]["seed"] == 1
+    train = json.loads((out / "nac" / "config.json").read_text())["train"]
+    assert train["seed"] == 1 and (train["stride_jitter"], train["regular_share"]) == (1, 0.0) and "regular frame gaps" in report
+
+
+def test_the_quickstart_trains_by_its_gap_options():
+    from agents.quickstart import QuickstartConfig
+
+    t = QuickstartConfig(stride_jitter=3, regular_share=0.5, seed=2).train_config("d", "r")
+    assert (t.stride_jitter, t.regular_share, t.seed, t.epochs) == (3, 0.5, 2, 6)
 
 
 def test_evaluate_under_perturbations_gives_one_board_per_level_and_a_plot(tiny_demos, tmp_path):
