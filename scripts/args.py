@@ -62,3 +62,14 @@ def add_ray_flag(p: argparse.ArgumentParser, what: str) -> None:
         help=f"run {what} as Ray tasks: on the cluster at ADDRESS (e.g. auto, ray://head:10001), or without ADDRESS on a "
         "new local Ray instance; needs pip install 'nac-drive[cluster]' (default: local processes, see --workers)",
     )
+
+
+def add_gap_flags(p: argparse.ArgumentParser) -> None:
+    """--stride-jitter and --regular-share: the frame gaps of the training windows (train, quickstart)."""
+    p.add_argument("--stride-jitter", type=positive_int, default=1, metavar="J",
+                   help="draw each gap between a window's frames from 1..J steps (true timestamps kept), so that timed heads "
+                   "learn the irregular timing of dropped or jittered frames (default 1: regular)")
+    p.add_argument("--regular-share", type=float, default=0.0, metavar="P",
+                   help="with --stride-jitter > 1: this share of windows keeps regular gaps (default 0). '--stride-jitter 3 "
+                   "--regular-share 0.5' made every NAC run of the full recipe finish its laps and hold with dropped or irregular "
+                   "frames, but cost laps at the quick start's scale (docs/results.md, 'Robustness')")

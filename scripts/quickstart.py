@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nac.heads import head_names
-from scripts.args import non_negative_int, positive_float, positive_int
+from scripts.args import add_gap_flags, non_negative_int, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,12 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train-epochs", type=positive_int, default=6, help="behaviour-cloning epochs (default 6)")
     p.add_argument("--train-minutes", type=positive_float, help="stop behaviour cloning after this many minutes (default: no cap, "
                    "so that the recipe is the same on any machine)")
-    p.add_argument("--stride-jitter", type=positive_int, default=1, metavar="J",
-                   help="train on windows whose frame gaps are drawn from 1..J steps, true timestamps kept (default 1: regular)")
-    p.add_argument("--regular-share", type=float, default=0.0, metavar="P",
-                   help="with --stride-jitter > 1: this share of windows keeps regular gaps (default 0). '--stride-jitter 3 "
-                   "--regular-share 0.5' holds with dropped or irregular frames, but at the quick start's scale it cost laps "
-                   "(docs/results.md, 'Robustness')")
+    add_gap_flags(p)
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-epochs", type=positive_int, default=2, help="training epochs after the DAgger round (default 2)")

@@ -7,7 +7,7 @@ from typing import Any
 
 from nac.heads import head_names
 from nac.pilotnet import DENSE
-from scripts.args import key_value, non_negative_int, positive_float, positive_int
+from scripts.args import add_gap_flags, key_value, non_negative_int, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,11 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"sequence head (default nac); {DENSE}: PilotNet's own dense layers (--task udacity only)")
     p.add_argument("--window", type=positive_int, default=8, help="frames per window (default 8)")
     p.add_argument("--stride", type=positive_int, default=1, help="steps between a window's frames (default 1)")
-    p.add_argument("--stride-jitter", type=positive_int, default=1, metavar="J",
-                   help="draw each gap between a window's frames from 1..J steps (true timestamps kept), so that timed heads "
-                   "learn the irregular timing of dropped or jittered frames (default 1: regular)")
-    p.add_argument("--regular-share", type=float, default=0.0, metavar="P",
-                   help="with --stride-jitter: this share of windows keeps regular gaps (default 0; a mix keeps clean driving)")
+    add_gap_flags(p)
     p.add_argument("--shift", type=int, default=0, metavar="S",
                    help="augment frames by random shifts of up to S pixels (edges repeated; the same shift for a chunk of "
                    "consecutive steps, so a window's frames move together; DrQ / RAD use 4 on 84-pixel frames; default 0). "
