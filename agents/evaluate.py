@@ -19,7 +19,7 @@ import torch
 from agents import perturb
 from agents.env import EPISODE_STEPS, SELECT_SEED, make_env
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
-from agents.policy import DECODERS, WEIGHTS, DrivingPolicy
+from agents.policy import DECODERS, WEIGHTS, DrivingPolicy, default_decoder
 from agents.executor import ExecutorConfig
 from agents.rollout import EpisodeResult, parallel_map, run_episode, shares, summarize
 from nac.checkpoint import load_checkpoint, write_json
@@ -77,8 +77,7 @@ def describe_run(path: str, weights: str) -> RunInfo:
     if metrics.is_file():
         best = json.loads(metrics.read_text()).get("best") or {}
         acc = best.get("val_accuracy")
-    decoder = "diffuse" if config["net"].get("rate_window") else "argmax"
-    return RunInfo(path, config["net"]["head"], config["net"]["action_space"], seeds, acc, decoder)
+    return RunInfo(path, config["net"]["head"], config["net"]["action_space"], seeds, acc, default_decoder(config["net"].get("rate_window", 0)))
 
 
 @lru_cache(maxsize=8)

@@ -23,6 +23,12 @@ WEIGHTS = ("best", "last")
 DECODERS = ("argmax", "sample", "diffuse")  # how discrete actions are taken from the softmax (DrivingPolicy)
 
 
+def default_decoder(rate_window: int) -> str:
+    """How a run's discrete actions are taken unless asked otherwise: a network trained on action
+    rates (DrivingNetConfig.rate_window > 0) diffuses them, any other takes the argmax."""
+    return "diffuse" if rate_window else "argmax"
+
+
 def resolve_device(device: str) -> torch.device:
     """"auto" -> cuda when present, else cpu; anything else as torch understands it."""
     if device == "auto":
@@ -63,7 +69,7 @@ class DrivingPolicy:
 
     def __init__(self, net: DrivingNet, actions: str | None = None, seed: int = 0) -> None:
         if actions is None:
-            actions = "diffuse" if net.config.rate_window else "argmax"
+            actions = default_decoder(net.config.rate_window)
         if actions not in DECODERS:
             raise ConfigError(f"actions must be one of {', '.join(DECODERS)} (got {actions!r})")
         self.net = net.eval()
