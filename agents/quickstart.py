@@ -60,7 +60,6 @@ class QuickstartConfig:
              f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include the held-out seeds "
              f"{self.eval_seed_start}..{self.eval_seed_start + self.eval_episodes - 1}; choose a seed below {self.eval_seed_start // 1000}")
 
-
     def train_config(self, data: str, run: str) -> TrainConfig:
         """The behaviour cloning of the job."""
         return TrainConfig(data=[data], out=run, head=self.head, epochs=self.train_epochs, minutes=self.train_minutes, seed=self.seed,

@@ -291,7 +291,7 @@ class StudyFile:
         for v, overrides in cfg.variants.items():  # every field of every variant's recipe, so that a later change of a default cannot reach its runs
             self.data["recipes"].setdefault(v, Recipe.from_dict(overrides).to_dict())
         # the runs asked for by every command that grew the study (not always every head x variant x seed of the merged config)
-        self.data["asked"] = list(dict.fromkeys([*self.data.get("asked", self.data["runs"]), *(r["key"] for r in cfg.runs())]))
+        self.data["asked"] = list(dict.fromkeys([*self.data.get("asked", list(self.data["runs"])), *(r["key"] for r in cfg.runs())]))
         self.keys = {self.episode_key(e) for e in self.data["episodes"]}
 
     def recipe(self, variant: str) -> Recipe:
