@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from agents.env import SELECT_SEED, make_env
+from agents.env import SELECT_SEED, STATE_FIELDS, WHEEL_LIMIT, make_env, wheel_action
 from agents.policy import DrivingPolicy, resolve_device
 from agents.rollout import run_episode
 from agents.distributed import init_distributed
@@ -83,9 +83,10 @@ class Demos:
 class Batches:
     """Chunks of consecutive steps of a store, in an order fixed by (seed, epoch)."""
 
-    def __init__(self, windows: FrameWindows, chunk: int, batch_size: int, row_weights: np.ndarray | None, rates: np.ndarray | None = None) -> None:
+    def __init__(self, windows: FrameWindows, chunk: int, batch_size: int, row_weights: np.ndarray | None,
+                 targets: dict[str, np.ndarray] | None = None) -> None:
         s = windows.store
-        self.rates = rates  # (N, A) the targets of a network trained on action rates (DrivingNetConfig.rate_window)
+        self.targets = targets or {}  # per-row targets beyond the actions (net_targets)
         starts, lengths = [], []
         for first, n in zip(s.starts, s.lengths):
             st = np.arange(first, first + n, chunk)
@@ -122,26 +123,41 @@ class Batches:
             "frames": torch.from_numpy(s.frames[uniq]).to(device, non_blocking=True),  # (U, H, W, 3)
             "index": torch.from_numpy(inverse.reshape(idx.shape)).to(device),  # (n, W)
             "timestamps": torch.from_numpy(s.timestamps[idx]).float().to(device),  # (n, W)
-            **labels(s, rows, device, self.rates),
+            **labels(s, rows, device, self.targets),
         }
 
 
-def labels(store: FrameStore, rows: np.ndarray, device: torch.device, rates: np.ndarray | None) -> dict[str, Tensor]:
+def labels(store: FrameStore, rows: np.ndarray, device: torch.device, targets: dict[str, np.ndarray]) -> dict[str, Tensor]:
     """What the loss compares the rows' outputs with: the expert's actions, their classes, and
-    (a network trained on action rates) the rates."""
+    the network's further targets (net_targets)."""
     out = {
         "actions": torch.from_numpy(store.actions[rows]).to(device),  # (n,) or (n, 3)
         "classes": torch.from_numpy(action_classes(store.actions[rows])).to(device),  # (n,)
     }
-    if rates is not None:
-        out["rates"] = torch.from_numpy(rates[rows]).to(device)  # (n, A)
-    return out
+    return out | {name: torch.from_numpy(t[rows]).to(device) for name, t in targets.items()}
 
 
-def action_rates(net: DrivingNet, store: FrameStore) -> np.ndarray | None:
-    """The rate targets of a network trained on them, else None."""
-    k = net.config.rate_window
-    return store.action_rates(k, net.config.outputs) if k else None
+PLAN = STATE_FIELDS.index("plan_wheel_angle")
+WHEEL = STATE_FIELDS.index("wheel_angle")
+
+
+def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
+    """Per-row targets, beyond the actions, of the network's outputs: the action rates (rate_window,
+    (N, A)); or the wheel angle the expert planned and the one the car had (wheel_target, (N,) each)."""
+    if net.config.rate_window:
+        return {"rates": store.action_rates(net.config.rate_window, net.config.outputs)}
+    if not net.config.wheel_target:
+        return {}
+    plan = store.state[:, PLAN] if store.state.shape[1] > PLAN else np.full(len(store), np.nan, np.float32)
+    missing = np.isnan(plan)
+    if missing.any():
+        seed = store.seeds[int(store.episode_of[int(missing.argmax())])]
+        raise DataError(
+            f"a wheel-angle network learns the angle the expert plans, but {int(missing.sum())} of {len(store)} steps have none "
+            f"(first in the episode of seed {seed}): only the discrete track expert records it (nacdrive collect --expert "
+            "track, without --continuous), in demonstrations and DAgger rollouts recorded since it does; record them again"
+        )
+    return {"wheel_plan": plan, "wheel_now": store.state[:, WHEEL]}
 
 
 def shifted(frames: Tensor, index: Tensor, chunk_of_row: np.ndarray, pad: int, rng: np.random.Generator) -> Tensor:
@@ -178,7 +194,16 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
     ("mse", the conditional mean) or absolute error ("l1", the conditional median: an action that
     is mostly 0 with rare pulses, as the expert's brake is, then stays 0 where the mean would be a
     small constant brake)."""
-    if net.config.action_space == "discrete":
+    if net.config.wheel_target:
+        # the planned angle by squared error (in units of the joint's range), braking by cross-entropy; a row is
+        # correct when the action decoded at the recorded wheel angle is the expert's
+        labels = batch["actions"].long()
+        angle = WHEEL_LIMIT * torch.tanh(raw[:, 0].float())
+        per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2
+        per_row = per_row + F.binary_cross_entropy_with_logits(raw[:, 1].float(), (labels == 4).float(), reduction="none")
+        decoded = wheel_action(angle.detach().cpu().numpy(), (raw[:, 1] > 0).cpu().numpy(), batch["wheel_now"].cpu().numpy())
+        correct = torch.from_numpy(decoded).to(raw.device) == labels
+    elif net.config.action_space == "discrete":
         labels = batch["actions"].long()
         # a network trained on action rates: cross-entropy against the rates (soft targets)
         per_row = F.cross_entropy(raw.float(), batch.get("rates", labels), reduction="none")
@@ -211,12 +236,12 @@ def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch
     net.eval()
     s = windows.store
     feats = torch.cat([net.encode(torch.from_numpy(s.frames[i : i + 256]).to(device)).float() for i in range(0, len(s), 256)])
-    rates = action_rates(net, s)
+    targets = net_targets(net, s)
     losses, correct, steer_err = [], [], []
     for i in range(0, len(s), batch_rows):
         rows = np.arange(i, min(len(s), i + batch_rows))
         idx, _ = windows.indices(rows)
-        batch = labels(s, rows, device, rates)
+        batch = labels(s, rows, device, targets)
         raw = net.decide(feats[torch.from_numpy(idx).to(device)], torch.from_numpy(s.timestamps[idx]).float().to(device))
         per_row, ok = loss_terms(net, raw, batch, None, loss)
         losses.append(per_row.cpu())
@@ -311,11 +336,12 @@ class CarRacingTask:
             self.net.load_state_dict(init.state_dict())
         classes = action_classes(self.train_windows.store.actions)
         self.class_weights = class_weights(classes)
-        # auto: weights for discrete classes; none for continuous actions, and for action rates (reweighted, they would
-        # no longer be the expert's rates, which the policy reproduces by diffusion)
-        self.balance = cfg.balance if cfg.balance != "auto" else ("weights" if net_cfg.action_space == "discrete" and not net_cfg.rate_window else "none")
+        # auto: weights for discrete classes; none for continuous actions, for action rates (reweighted, they would
+        # no longer be the expert's rates, which the policy reproduces by diffusion) and for wheel angles (regressed)
+        plain_classes = net_cfg.action_space == "discrete" and not (net_cfg.rate_window or net_cfg.wheel_target)
+        self.balance = cfg.balance if cfg.balance != "auto" else ("weights" if plain_classes else "none")
         self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if self.balance == "sampler" else None,
-                               action_rates(self.net, self.train_windows.store))
+                               net_targets(self.net, self.train_windows.store))
         self.seed = cfg.seed
         self.stride_jitter, self.regular_share, self.shift = cfg.stride_jitter, cfg.regular_share, cfg.shift
         self.loss_kind = cfg.loss

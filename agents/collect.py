@@ -89,10 +89,11 @@ class DriftedExpert:
 
 class Recorder:
     """Observer that keeps everything an episode file holds. The recorded action is the one
-    executed, or `label()` when given (DAgger: the expert's label of a frame the policy drove)."""
+    executed, or `label()` when given (DAgger: the expert's label of a frame the policy drove);
+    the state row is the car's, then the `expert`'s planned wheel angle (NaN if it has none)."""
 
-    def __init__(self, label: Callable[[], Any] | None = None) -> None:
-        self.label = label
+    def __init__(self, label: Callable[[], Any] | None = None, expert: Any = None) -> None:
+        self.label, self.expert = label, expert
         self.frames: list[np.ndarray] = []
         self.actions: list[Any] = []
         self.state: list[np.ndarray] = []
@@ -104,7 +105,8 @@ class Recorder:
     def before_step(self, env: gym.Env, obs: np.ndarray, action: Any) -> None:
         self.frames.append(np.asarray(obs, dtype=np.uint8))
         self.actions.append(action if self.label is None else self.label())
-        self.state.append(car_state(env).as_array())
+        plan = getattr(self.expert, "planned_wheel_angle", np.nan)
+        self.state.append(np.append(car_state(env).as_array(), np.float32(plan)))
 
     def after_step(self, obs: np.ndarray, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
         self.final_frame = np.asarray(obs, dtype=np.uint8)
@@ -131,11 +133,12 @@ def record_episode(cfg: CollectConfig, seed: int) -> dict[str, Any]:
     """Drive one episode with the expert and write it; returns its manifest entry."""
     env = make_env(cfg.continuous, cfg.max_steps)
     try:
-        driver: Any = make_expert(cfg.expert, env, cfg.model)
-        rec = Recorder()
+        expert: Any = make_expert(cfg.expert, env, cfg.model)
+        driver: Any = expert
+        rec = Recorder(expert=expert)
         if cfg.noise:
-            driver = DriftedExpert(driver, SteeringDrift(cfg.noise, seed))
-            rec = Recorder(label=lambda: driver.label)
+            driver = DriftedExpert(expert, SteeringDrift(cfg.noise, seed))
+            rec = Recorder(label=lambda: driver.label, expert=expert)
         result = run_episode(env, driver, seed, observer=rec)
         return save_recording(cfg.out, rec.episode(seed, cfg.continuous), result)
     finally:

@@ -91,7 +91,7 @@ def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, o
         env = OffRoadLimit(env, off_road_steps)
     try:
         driver = MixedDriver(policy, make_expert(expert_name, env), beta, seed)
-        rec = Recorder(label=lambda: driver.label)
+        rec = Recorder(label=lambda: driver.label, expert=driver.expert)
         result = run_episode(env, driver, seed, observer=rec)
         return save_recording(out, rec.episode(seed, continuous), result, {"beta": beta})
     finally:

@@ -19,7 +19,7 @@ import torch
 from agents import perturb
 from agents.env import EPISODE_STEPS, SELECT_SEED, make_env
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
-from agents.policy import DECODERS, WEIGHTS, DrivingPolicy, default_decoder
+from agents.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
 from agents.executor import ExecutorConfig
 from agents.rollout import EpisodeResult, parallel_map, run_episode, shares, summarize
 from nac.checkpoint import load_checkpoint, write_json
@@ -34,7 +34,7 @@ class EvaluateConfig:
     workers: int = 0  # processes; 0 = up to 2
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     weights: str = "best"  # which weights of each run: best (validation) or last
-    actions: str | None = None  # discrete actions from the softmax: argmax, sample or diffuse (agents.policy.DECODERS); None: each run's own
+    actions: str | None = None  # discrete actions: argmax, sample, diffuse or wheel (agents.policy.DECODERS); None: each run's own
     experts: bool = True  # add the track expert's figures on the same seeds as reference rows
     perturb: str | None = None  # one perturbation (agents.perturb), e.g. "drop=0.2"; None or "none": clean
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
@@ -60,6 +60,7 @@ class RunInfo:
     training_seeds: list[int]
     val_accuracy: float | None
     decoder: str  # how its discrete actions are taken by default (agents.policy.DrivingPolicy)
+    net: dict[str, Any]  # its network's config (DrivingNetConfig)
 
 
 def describe_run(path: str, weights: str) -> RunInfo:
@@ -77,7 +78,7 @@ def describe_run(path: str, weights: str) -> RunInfo:
     if metrics.is_file():
         best = json.loads(metrics.read_text()).get("best") or {}
         acc = best.get("val_accuracy")
-    return RunInfo(path, config["net"]["head"], config["net"]["action_space"], seeds, acc, default_decoder(config["net"].get("rate_window", 0)))
+    return RunInfo(path, config["net"]["head"], config["net"]["action_space"], seeds, acc, default_decoder(config["net"]), config["net"])
 
 
 @lru_cache(maxsize=8)
@@ -146,6 +147,8 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
     seeds = list(range(cfg.seed_start, cfg.seed_start + cfg.episodes))
     infos = {p: describe_run(p, cfg.weights) for p in cfg.runs}
     for info in infos.values():
+        if cfg.actions and info.action_space == "discrete":
+            check_decoder(info.net, cfg.actions)
         seen = sorted(set(seeds) & set(info.training_seeds))
         if seen:
             raise ConfigError(

@@ -14,19 +14,29 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.env import FPS
+from agents.env import FPS, WHEEL_LIMIT, wheel_action, wheel_after
 from nac.driving import DrivingNet
 from nac.config import ConfigError
 from nac.checkpoint import load_checkpoint
 
 WEIGHTS = ("best", "last")
-DECODERS = ("argmax", "sample", "diffuse")  # how discrete actions are taken from the softmax (DrivingPolicy)
+DECODERS = ("argmax", "sample", "diffuse", "wheel")  # how discrete actions are taken from the network (DrivingPolicy)
 
 
-def default_decoder(rate_window: int) -> str:
-    """How a run's discrete actions are taken unless asked otherwise: a network trained on action
-    rates (DrivingNetConfig.rate_window > 0) diffuses them, any other takes the argmax."""
-    return "diffuse" if rate_window else "argmax"
+def default_decoder(net: dict[str, Any]) -> str:
+    """How a run's discrete actions are taken unless asked otherwise, from its network's config
+    (DrivingNetConfig as a dict): a wheel-angle network steers its wheels ("wheel", the only
+    decoder it has), one trained on action rates diffuses them, any other takes the argmax."""
+    return "wheel" if net.get("wheel_target") else "diffuse" if net.get("rate_window") else "argmax"
+
+
+def check_decoder(net: dict[str, Any], actions: str) -> None:
+    """Refuses a decoder that does not fit the network (a wheel angle is not a softmax)."""
+    if actions not in DECODERS:
+        raise ConfigError(f"actions must be one of {', '.join(DECODERS)} (got {actions!r})")
+    if (actions == "wheel") != bool(net.get("wheel_target")):
+        raise ConfigError("--actions wheel is for runs trained with --wheel-target, and those have no other decoder "
+                          f"(asked for {actions!r} with a network {'with' if net.get('wheel_target') else 'without'} a wheel target)")
 
 
 def resolve_device(device: str) -> torch.device:
@@ -62,16 +72,18 @@ class DrivingPolicy:
     action with the most credit and charges it 1 (error diffusion, a sigma-delta modulator).
     Argmax cannot reproduce an expert that pulses (steer 1 step in 3 is never the likeliest
     action); sampling can, with random runs; diffusion gives the same rates in regular pulses.
-    By default (actions=None) a network trained on action rates (DrivingNetConfig.rate_window)
-    diffuses and any other takes the argmax.
+    A wheel-angle network (DrivingNetConfig.wheel_target) is driven by "wheel": the policy follows
+    its front wheels from its own actions (agents.env.wheel_after, from straight at reset) and
+    takes the action that brings them nearest the angle the network asks for, or brakes.
+    By default (actions=None) each network gets its own (default_decoder).
     After each step `last` holds what the network produced (for overlays and analysis).
     """
 
     def __init__(self, net: DrivingNet, actions: str | None = None, seed: int = 0) -> None:
         if actions is None:
-            actions = default_decoder(net.config.rate_window)
-        if actions not in DECODERS:
-            raise ConfigError(f"actions must be one of {', '.join(DECODERS)} (got {actions!r})")
+            actions = default_decoder(net.config.to_dict())
+        if not net.config.action_space == "continuous":
+            check_decoder(net.config.to_dict(), actions)
         self.net = net.eval()
         self.cfg = net.config
         self.actions = actions
@@ -93,6 +105,7 @@ class DrivingPolicy:
             self._rng = np.random.default_rng(seed)
         self._steps = 0
         self._credit = np.zeros(self.cfg.outputs)  # "diffuse": each action's probability owed
+        self._wheel = 0.0  # "wheel": the front wheels' angle as the policy's own actions have turned them
         self._first: tuple[torch.Tensor, torch.Tensor] | None = None  # first frame's features and time
         self._recent: deque[tuple[torch.Tensor, torch.Tensor]] = deque(maxlen=self.cfg.span)  # for window()
         # One head stream per phase of the frame stride: stream p sees steps p, p + s, p + 2s, ...
@@ -139,6 +152,12 @@ class DrivingPolicy:
         if self.continuous:
             action = self.net.squash(raw).float().cpu().numpy()
             self.last = {"action": action}
+            return action
+        if self.actions == "wheel":
+            target, brake = WHEEL_LIMIT * float(torch.tanh(raw[0].float())), float(raw[1]) > 0
+            action = int(wheel_action(target, brake, self._wheel))
+            self._wheel = float(wheel_after(self._wheel, action))
+            self.last = {"action": action, "wheel_target": target, "brake": brake}
             return action
         probs = torch.softmax(raw.float(), -1).cpu().numpy().astype(np.float64)
         if self.actions == "sample":

@@ -28,6 +28,12 @@ class FrameStore:
         self.frames = np.concatenate([e.frames for e in episodes])  # (N, H, W, 3) uint8
         self.actions = np.concatenate([e.actions for e in episodes])  # (N,) or (N, 3)
         self.timestamps = np.concatenate([e.timestamps for e in episodes])  # (N,) seconds in episode
+        # (N, S) privileged state; its columns are only ever appended to, so an episode recorded before a column
+        # existed has fewer: NaN there
+        width = max(e.state.shape[1] for e in episodes)
+        self.state = np.concatenate([
+            np.pad(e.state.astype(np.float32), ((0, 0), (0, width - e.state.shape[1])), constant_values=np.nan) for e in episodes
+        ])
         self.episode_of = np.repeat(np.arange(len(episodes)), self.lengths)  # (N,)
 
     def __len__(self) -> int:

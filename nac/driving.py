@@ -48,6 +48,9 @@ class DrivingNetConfig(ConfigDict):
     rate_window: int = 0  # discrete: > 0, the softmax is each action's local rate (its share of the expert's actions over
     # steps t-K..t+K, which the scene shows) rather than the one action of step t (which depends on the phase of the
     # expert's steering pulses, which a frame does not show); the policy then drives by error diffusion of those rates
+    wheel_target: bool = False  # discrete: two outputs, the front-wheel angle the expert plans a few steps ahead (squashed
+    # by the policy into the joint's range) and the logit of braking; the policy takes the action that brings its wheels
+    # nearest that angle (agents.env.wheel_action): what the pulses aim at, which a frame shows, rather than the pulses
 
     def __post_init__(self) -> None:
         need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
@@ -60,10 +63,14 @@ class DrivingNetConfig(ConfigDict):
         need(not self.brake_gate or self.action_space == "continuous", "brake_gate is for continuous actions")
         need(self.rate_window >= 0, f"rate_window must be >= 0 (got {self.rate_window})")
         need(not self.rate_window or self.action_space == "discrete", "rate_window is for discrete actions")
+        need(not self.wheel_target or self.action_space == "discrete", "wheel_target is for discrete actions")
+        need(not (self.wheel_target and self.rate_window), "choose one of wheel_target and rate_window")
         self.head_config()  # validate the head options now, with the head's own messages
 
     @property
     def outputs(self) -> int:
+        if self.wheel_target:
+            return 2
         return DISCRETE_ACTIONS if self.action_space == "discrete" else CONTINUOUS_ACTIONS + int(self.brake_gate)
 
     @property
@@ -97,7 +104,7 @@ def cnn_features(frame_size: int) -> int:
 class DrivingNet(nn.Module):
     """frames (B, W, H, W, 3) uint8 [+ timestamps (B, W) seconds] -> action outputs (B, A).
 
-    Discrete: logits over the 5 actions. Continuous: steer in (-1, 1) (tanh), gas and brake in
+    Discrete: logits over the 5 actions (with wheel_target: a wheel angle and a brake logit). Continuous: steer in (-1, 1) (tanh), gas and brake in
     (0, 1) (sigmoid); with brake_gate a fourth output is the logit of braking at all.
     """
 

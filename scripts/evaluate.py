@@ -28,10 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_ray_flag(p, "the episodes")
     p.add_argument("--weights", default="best", choices=("best", "last"), help="best (validation) or last weights")
     p.add_argument(
-        "--actions", default=None, choices=("argmax", "sample", "diffuse"),
+        "--actions", default=None, choices=("argmax", "sample", "diffuse", "wheel"),
         help="discrete actions from the policy's softmax: the likeliest (argmax), a draw (sample), or pulses at the "
-        "softmax's rates without chance (diffuse: error diffusion); default: each run's own (diffuse for a run trained "
-        "with --rate-window, else argmax); continuous runs ignore it",
+        "softmax's rates without chance (diffuse: error diffusion); wheel: steering towards the wheel angle of a run "
+        "trained with --wheel-target (its only decoder); default: each run's own (wheel for --wheel-target, diffuse "
+        "for --rate-window, else argmax); continuous runs ignore it",
     )
     p.add_argument("--sample", dest="actions", action="store_const", const="sample", help="the same as --actions sample")
     p.add_argument("--no-expert", action="store_true", help="leave out the expert's reference row")

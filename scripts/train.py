@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--balance", default="auto", choices=("auto", "weights", "sampler", "none"),
         help="class imbalance: weighted loss, balanced sampling, or none; auto (default): weights for discrete "
-        "actions, none for continuous ones and for --rate-window (reweighting biases the mean action / the rates)",
+        "actions, none for continuous ones, --rate-window and --wheel-target (reweighting biases the mean action / the rates)",
     )
     p.add_argument("--loss", default="mse", choices=("mse", "l1"), help="continuous actions: squared error (conditional mean, default) "
                    "or absolute error (conditional median: no constant small brake where the expert brakes in rare pulses)")
@@ -71,6 +71,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="discrete actions: learn each action's rate over the steps t-K..t+K of the demonstrations (the share "
                    "of steering in a bend, which the frames show) instead of the action at t (the phase of the expert's "
                    "steering pulses, which they do not); the policy then drives by error diffusion (default 0: the action)")
+    p.add_argument("--wheel-target", action="store_true",
+                   help="discrete actions: learn the front-wheel angle the expert plans 3 steps ahead and whether it brakes, "
+                   "instead of its steering pulses; the policy then takes the action that brings its wheels nearest that "
+                   "angle. Needs demonstrations of the discrete track expert recorded with its planned angles")
     p.add_argument("--speed-output", action="store_true", help="udacity: also predict each frame's recorded speed, which "
                    "'drive' then uses as its target speed (the driver's slowing before bends, learned)")
     p.add_argument("--init-from", metavar="RUN", help="start from this run's best weights (same network)")
@@ -91,8 +95,11 @@ def run(args: argparse.Namespace) -> int:
             net["brake_gate"] = True
         if args.rate_window:
             net["rate_window"] = args.rate_window
-    if args.rate_window and args.task != "carracing":
-        raise UserError("--rate-window is for --task carracing with discrete actions (Udacity steering is continuous)")
+        if args.wheel_target:
+            net["wheel_target"] = True
+    for flag, given in (("--rate-window", args.rate_window), ("--wheel-target", args.wheel_target)):
+        if given and args.task != "carracing":
+            raise UserError(f"{flag} is for --task carracing with discrete actions (Udacity steering is continuous)")
     if args.speed_output:
         if args.task != "udacity":
             raise UserError("--speed-output is for --task udacity (the CarRacing network predicts gas and brake itself)")

@@ -29,11 +29,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agents.env import FPS
+from agents.env import FPS, PLAN_AHEAD, WHEEL_LIMIT
 from nac.config import ConfigError
 
 WHEELBASE = 3.24  # front to rear axle, Box2D units ((80 + 82) * car_dynamics.SIZE)
-MAX_WHEEL_ANGLE = 0.4  # the front-wheel joint's limit, radians
 ROAD_HALF_WIDTH = 40 / 6  # car_racing.TRACK_WIDTH: the road's half-width, Box2D units
 CAR_HALF_WIDTH = 1.4  # centre to the outer edge of a wheel ((55 + 14) * car_dynamics.SIZE)
 
@@ -61,8 +60,8 @@ class TrackExpertConfig:
                 raise ConfigError(f"track expert: {name} must be > 0 (got {getattr(self, name)})")
         if not 0 <= self.throttle_cut_in_turns <= 1:
             raise ConfigError("track expert: throttle_cut_in_turns must be in [0, 1]")
-        if self.plan_horizon < 0 or (self.plan_horizon and self.continuous):
-            raise ConfigError(f"track expert: plan_horizon must be >= 0, and 0 for continuous actions (got {self.plan_horizon})")
+        if self.plan_horizon < 0 or (self.plan_horizon and (self.continuous or self.plan_horizon < PLAN_AHEAD)):
+            raise ConfigError(f"track expert: plan_horizon must be 0 or >= {PLAN_AHEAD}, and 0 for continuous actions (got {self.plan_horizon})")
         room = ROAD_HALF_WIDTH - CAR_HALF_WIDTH
         if not 0 <= self.line_room <= room:
             raise ConfigError(f"track expert: line_room must be in [0, {room:.2f}] so that the wheels stay on the road (got {self.line_room})")
@@ -102,6 +101,9 @@ class TrackFollowingExpert:
             raise ConfigError(f"track expert configured for the other action space than this {space} environment")
         self._idx = 0
         self._planner = _Lookahead(self.config.plan_horizon) if self.config.plan_horizon else None
+        # after select_action: the front-wheel angle (radians, positive = left) its plan reaches PLAN_AHEAD steps
+        # later (recorded with demonstrations as a smoother label than the pulses; NaN without a planner)
+        self.planned_wheel_angle = math.nan
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "config": asdict(self.config)}
@@ -157,7 +159,8 @@ class TrackFollowingExpert:
     def select_action(self, obs: Any = None) -> int | np.ndarray:
         car = self.env.unwrapped.car
         if self._planner is not None:
-            return self._planner.choose(self, car)
+            action, self.planned_wheel_angle = self._planner.choose(self, car)
+            return action
         return self._base_action(car)
 
     def _base_action(self, car: Any) -> int | np.ndarray:
@@ -178,7 +181,7 @@ class TrackFollowingExpert:
         delta = float(np.arctan2(2 * WHEELBASE * np.sin(alpha), max(np.hypot(x_right, y_fwd), 1e-3)))
         v_target = self.target_speed(i, speed)
         if cfg.continuous:
-            steer = float(np.clip(delta / MAX_WHEEL_ANGLE, -1.0, 1.0))
+            steer = float(np.clip(delta / WHEEL_LIMIT, -1.0, 1.0))
             err = v_target - speed
             gas = float(np.clip(cfg.gas_gain * err, 0.0, 1.0)) * (1.0 - cfg.throttle_cut_in_turns * abs(steer))
             brake = float(np.clip(-cfg.brake_gain * err, 0.0, 0.8))
@@ -294,6 +297,8 @@ class _Lookahead:
                 worst = max(worst, off)
             penalty += self.OFF_ROAD * (worst > 0) + self.LOST * (worst > self.LOST_BEYOND)
             self.step(a)
+            if t == PLAN_AHEAD - 1:
+                self.wheel_ahead = float(car.wheels[0].joint.angle)
         pos = np.array(car.hull.position, dtype=np.float64)
         end = expert._nearest(*pos)
         n = len(expert._pts)
@@ -302,17 +307,20 @@ class _Lookahead:
         gained += float((pos - expert._pts[end]) @ seg) / max(float(np.linalg.norm(seg)), 1e-6)
         return gained + self.SPEED_WEIGHT * float(np.linalg.norm(car.hull.linearVelocity)) - penalty
 
-    def choose(self, expert: "TrackFollowingExpert", real: Any) -> int:
+    def choose(self, expert: "TrackFollowingExpert", real: Any) -> tuple[int, float]:
+        """The action, and the wheel angle its rollout reaches PLAN_AHEAD steps later."""
         state = (expert._idx, expert._pulse)
         base = int(expert._base_action(real))
         after = (expert._idx, expert._pulse)
         scores: dict[tuple[int, int], float] = {}
+        ahead: dict[tuple[int, int], float] = {}
         for cand in ((base, 1), *self.CANDIDATES):
             if cand not in scores:
                 scores[cand] = self._rollout(expert, real, *cand, state)
-        (action, _), best = max(scores.items(), key=lambda kv: kv[1])
+                ahead[cand] = self.wheel_ahead
+        (action, hold), best = max(scores.items(), key=lambda kv: kv[1])
         expert._idx, expert._pulse = after
         if best > scores[(base, 1)] + self.MARGIN:
             expert._pulse = action if action in (1, 2) else 0
-            return action
-        return base
+            return action, ahead[(action, hold)]
+        return base, ahead[(base, 1)]

@@ -220,12 +220,59 @@ def test_a_network_trained_on_action_rates_learns_them_and_drives_by_diffusing_t
     task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"rate_window": 3}, val_episodes=["demos:0"]),
                             bc.Demos.load([tiny_demos]), False)
     store = task.train_windows.store
-    assert task.balance == "none" and np.allclose(task.batches.rates, store.action_rates(3, 5))
-    assert not np.allclose(task.batches.rates, np.eye(5)[store.actions])  # the expert pulses: rates are not one-hot
+    assert task.balance == "none" and np.allclose(task.batches.targets["rates"], store.action_rates(3, 5))
+    assert not np.allclose(task.batches.targets["rates"], np.eye(5)[store.actions])  # the expert pulses: rates are not one-hot
     assert DrivingPolicy.from_run(tmp_path / "run").actions == "diffuse" and describe_run(str(tmp_path / "run"), "best").decoder == "diffuse"
     assert DrivingPolicy.from_run(tmp_path / "run", actions="argmax").actions == "argmax"  # asked for: kept
     with pytest.raises(ConfigError, match="rate_window is for discrete actions"):
         train(_cfg(tiny_demos_continuous, tmp_path / "cont", net={"rate_window": 3}), quiet=True)
+
+
+def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_it(tiny_demos, tiny_demos_continuous, tmp_path):
+    from agents.env import wheel_after
+    from agents.evaluate import describe_run
+    from nac.driving import DrivingNet, DrivingNetConfig
+
+    # the loss: the angle (0.4 tanh) by squared error in units of 0.4, braking by cross-entropy; a row is
+    # correct when the action decoded at the recorded wheel angle is the expert's
+    net = DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True))
+    assert net.config.outputs == 2
+    raw = torch.tensor([[0.0, 2.0], [float(np.arctanh(0.5)), -1.0], [float(np.arctanh(0.5)), -1.0]])
+    batch = {"actions": torch.tensor([4, 2, 1]), "wheel_plan": torch.tensor([0.1, 0.2, 0.2]), "wheel_now": torch.zeros(3)}
+    batch["classes"] = batch["actions"]
+    per_row, correct = bc.loss_terms(net, raw, batch, None)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    expected = torch.stack([(0.1 / 0.4) ** 2 + bce(torch.tensor(2.0), torch.tensor(1.0)), bce(torch.tensor(-1.0), torch.tensor(0.0)),
+                            bce(torch.tensor(-1.0), torch.tensor(0.0))])
+    assert torch.allclose(per_row, expected, atol=1e-5)
+    assert correct.tolist() == [True, True, False]  # brake; wheels at 0 asked for +0.2 (left): action 2, not 1
+    # a run: its targets are the recorded plans and wheel angles, unweighted; its policy steers its wheels
+    train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"wheel_target": True}), quiet=True)
+    task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True}, val_episodes=["demos:0"]),
+                            bc.Demos.load([tiny_demos]), False)
+    store = task.train_windows.store
+    assert task.balance == "none"
+    assert np.array_equal(task.batches.targets["wheel_plan"], store.state[:, 6]) and np.isfinite(store.state[:, 6]).all()
+    assert np.array_equal(task.batches.targets["wheel_now"], store.state[:, 4])
+    policy = DrivingPolicy.from_run(tmp_path / "run")
+    assert policy.actions == "wheel" and describe_run(str(tmp_path / "run"), "best").decoder == "wheel"
+    frames = bc.Demos.load([tiny_demos]).episodes["demos:1"].frames
+    wheel = 0.0
+    for f in frames[:20]:
+        a = policy.select_action(f)
+        assert a in (1, 2, 3, 4) and abs(policy.last["wheel_target"]) <= 0.4
+        wheel = float(wheel_after(wheel, a))
+        assert policy._wheel == wheel  # the policy follows its wheels from its own actions
+    with pytest.raises(ConfigError, match="--actions wheel is for runs trained with --wheel-target"):
+        DrivingPolicy.from_run(tmp_path / "run", actions="argmax")
+    with pytest.raises(ConfigError, match="--actions wheel is for runs trained with --wheel-target"):
+        DrivingPolicy(DrivingNet(DrivingNetConfig(head="gru", window=2)), actions="wheel")
+    with pytest.raises(ConfigError, match="wheel_target is for discrete actions"):
+        train(_cfg(tiny_demos_continuous, tmp_path / "cont", net={"wheel_target": True}), quiet=True)
+    # demonstrations recorded before the plan was (6 state columns): a clear error, not NaN targets
+    old = dataclasses.replace(bc.Demos.load([tiny_demos]).episodes["demos:2"], state=store.state[:48, :6].copy())
+    with pytest.raises(DataError, match="have none .first in the episode of seed 2.*record them again"):
+        bc.net_targets(net, FrameStore([bc.Demos.load([tiny_demos]).episodes["demos:1"], old]))
 
 
 def test_the_l1_loss_is_the_mean_absolute_error():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from agents.env import make_env
+from agents.env import make_env, wheel_action, wheel_after
 from agents.experts import make_expert
 from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, _Lookahead, racing_line
 from agents.rollout import run_episode, summarize
@@ -135,5 +135,35 @@ def test_planning_expert_keeps_its_place_and_drives_a_lap():
     expert = TrackFollowingExpert(env, cfg)
     r = run_episode(env, expert, 300)
     assert r.lap_finished and r.episode_return > 900
-    with pytest.raises(ConfigError, match="plan_horizon must be >= 0, and 0 for continuous"):
+    with pytest.raises(ConfigError, match="plan_horizon must be 0 or >= 3, and 0 for continuous"):
         TrackExpertConfig(continuous=True, plan_horizon=10)
+    with pytest.raises(ConfigError, match="plan_horizon must be 0 or >= 3"):
+        TrackExpertConfig(plan_horizon=2)  # shorter than the planned wheel angle it reports
+
+
+def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
+    """The label a wheel-angle network learns (the angle the planning expert's wheels reach 3
+    steps later) and the policy's decoder (agents.env.wheel_action, with the wheels followed by
+    wheel_after alone): fed the expert's plan, they drive its lap with other pulses than its own."""
+    env = make_env(False, pixels=False)
+    expert = TrackFollowingExpert(env)
+
+    class Decoded:
+        def reset(self):
+            expert.reset()
+            self.wheel, self.same, self.drift = 0.0, [], []
+
+        def select_action(self, obs):
+            a = expert.select_action(obs)
+            self.drift.append(abs(self.wheel - env.unwrapped.car.wheels[0].joint.angle))
+            d = int(wheel_action(expert.planned_wheel_angle, a == 4, self.wheel))
+            self.same.append(d == a)
+            self.wheel = float(wheel_after(self.wheel, d))
+            return d
+
+    driver = Decoded()
+    r = run_episode(env, driver, 301)
+    assert r.lap_finished and r.episode_return > 900
+    assert max(driver.drift) < 0.01  # the modelled wheel is Box2D's
+    assert 0.5 < np.mean(driver.same) < 0.95  # the same path by other pulses
+    assert np.isnan(TrackFollowingExpert(make_env(True, pixels=False)).planned_wheel_angle)  # no planner, no plan
