@@ -74,7 +74,9 @@ class DrivingPolicy:
     action); sampling can, with random runs; diffusion gives the same rates in regular pulses.
     A wheel-angle network (DrivingNetConfig.wheel_target) is driven by "wheel": the policy follows
     its front wheels from its own actions (agents.env.wheel_after, from straight at reset) and
-    takes the action that brings them nearest the angle the network asks for, or brakes.
+    takes the action that brings them nearest the angle the network asks for, or brakes (it counts
+    on every step being its own: a step that repeats its last action without asking, as dropped
+    frames do in agents.perturb, turns the real wheels without its model).
     By default (actions=None) each network gets its own (default_decoder).
     After each step `last` holds what the network produced (for overlays and analysis).
     """
@@ -82,8 +84,10 @@ class DrivingPolicy:
     def __init__(self, net: DrivingNet, actions: str | None = None, seed: int = 0) -> None:
         if actions is None:
             actions = default_decoder(net.config.to_dict())
-        if not net.config.action_space == "continuous":
+        if net.config.action_space == "discrete":
             check_decoder(net.config.to_dict(), actions)
+        elif actions not in DECODERS:
+            raise ConfigError(f"actions must be one of {', '.join(DECODERS)} (got {actions!r})")
         self.net = net.eval()
         self.cfg = net.config
         self.actions = actions

@@ -15,7 +15,8 @@ def saliency(policy: DrivingPolicy, frame: np.ndarray, action: Any) -> np.ndarra
     """(96, 96) Grad-CAM map in [0, 1] of the chosen output w.r.t. the latest frame.
 
     Only the latest frame's features are differentiated; the rest of the window is what the
-    head saw. Continuous policies explain the steering magnitude (the sign picks the direction).
+    head saw. Continuous policies explain the steering magnitude, wheel-angle policies the
+    angle's (the sign picks the direction).
     """
     from captum.attr import LayerAttribution, LayerGradCam  # captum, not a hand-written Grad-CAM
 
@@ -24,14 +25,16 @@ def saliency(policy: DrivingPolicy, frame: np.ndarray, action: Any) -> np.ndarra
     conv = [m for m in net.cnn if isinstance(m, torch.nn.Conv2d)][-1]
     x = torch.as_tensor(np.ascontiguousarray(frame), device=policy.device).permute(2, 0, 1)[None].float() / 255.0
 
+    steering = policy.continuous or net.config.wheel_target  # the first output steers; else one logit per action
+
     def forward(img: torch.Tensor) -> torch.Tensor:
         window = torch.cat([feats[:, :-1].expand(img.shape[0], -1, -1), net.cnn(img)[:, None]], 1)
         raw = net.decide(window, times.expand(img.shape[0], -1))
-        if policy.continuous:
+        if steering:
             return raw[:, :1] * torch.sign(raw[:, :1].detach())
         return raw
 
-    target = 0 if policy.continuous else int(action)
+    target = 0 if steering else int(action)
     with torch.enable_grad():
         attr = LayerGradCam(forward, conv).attribute(x, target=target, relu_attributions=True)
     heat = LayerAttribution.interpolate(attr, (96, 96), interpolate_mode="bilinear")[0, 0].detach().cpu().numpy()
