@@ -265,9 +265,10 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def eval_episode(job: tuple[str, bool, int, str | None, int]) -> dict[str, Any]:
-    """One held-out episode of one run at one level (a task)."""
+    """One held-out episode of one run at one level (a task), driven as the run drives by default
+    (agents.policy.default_decoder: argmax, or its own decoder for rate and wheel-angle networks)."""
     path, continuous, max_steps, level, seed = job
-    _, result, ms = drive((path, "best", "argmax", continuous, max_steps, level, seed))
+    _, result, ms = drive((path, "best", None, continuous, max_steps, level, seed))
     return {
         "return": result.episode_return, "length": result.length, "lap_finished": result.lap_finished,
         "tiles": result.tiles_visited, "skipped": result.tiles_skipped, "step_ms_p50": float(np.percentile(ms, 50)) if ms.size else None,
