@@ -180,6 +180,13 @@ def shifted(frames: Tensor, index: Tensor, chunk_of_row: np.ndarray, pad: int, r
     return frames[frames_idx, torch.from_numpy(ys).to(frames.device)[:, :, None], torch.from_numpy(xs).to(frames.device)[:, None, :]]
 
 
+def loss_classes(net: DrivingNetConfig, actions: np.ndarray) -> np.ndarray:
+    """(N,) the classes that --balance evens out: the action classes, or for a wheel-angle network
+    whether the expert brakes (0 / 1; only its brake output is a classification)."""
+    classes = action_classes(actions)
+    return (classes == 4).astype(np.int64) if net.wheel_target else classes
+
+
 def class_weights(classes: np.ndarray) -> np.ndarray:
     """Inverse-frequency weights over CLASSES, normalized to a mean of 1 over the rows; classes
     never seen get weight 0."""
@@ -199,11 +206,14 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         # correct when the action decoded at the recorded wheel angle is the expert's
         labels = batch["actions"].long()
         angle = WHEEL_LIMIT * torch.tanh(raw[:, 0].float())
-        per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2
-        per_row = per_row + F.binary_cross_entropy_with_logits(raw[:, 1].float(), (labels == 4).float(), reduction="none")
+        brake = (labels == 4).float()
+        brake_ce = F.binary_cross_entropy_with_logits(raw[:, 1].float(), brake, reduction="none")
+        if weights is not None:  # balanced: weights over (no brake, brake), see loss_classes; the angle is not reweighted
+            brake_ce = brake_ce * weights[brake.long()]
+        per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2 + brake_ce
         decoded = wheel_action(angle.detach().cpu().numpy(), (raw[:, 1] > 0).cpu().numpy(), batch["wheel_now"].cpu().numpy())
-        correct = torch.from_numpy(decoded).to(raw.device) == labels
-    elif net.config.action_space == "discrete":
+        return per_row, torch.from_numpy(decoded).to(raw.device) == labels
+    if net.config.action_space == "discrete":
         labels = batch["actions"].long()
         # a network trained on action rates: cross-entropy against the rates (soft targets)
         per_row = F.cross_entropy(raw.float(), batch.get("rates", labels), reduction="none")
@@ -334,7 +344,7 @@ class CarRacingTask:
             if init.config != net_cfg:
                 raise ConfigError(f"--init-from {cfg.init_from} is a different network ({init.config.head}, window {init.config.window})")
             self.net.load_state_dict(init.state_dict())
-        classes = action_classes(self.train_windows.store.actions)
+        classes = loss_classes(net_cfg, self.train_windows.store.actions)
         self.class_weights = class_weights(classes)
         # auto: weights for discrete classes; none for continuous actions, for action rates (reweighted, they would
         # no longer be the expert's rates, which the policy reproduces by diffusion) and for wheel angles (regressed)

@@ -246,12 +246,22 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
                             bce(torch.tensor(-1.0), torch.tensor(0.0))])
     assert torch.allclose(per_row, expected, atol=1e-5)
     assert correct.tolist() == [True, True, False]  # brake; wheels at 0 asked for +0.2 (left): action 2, not 1
+    # balanced (--balance weights): only the brake's cross-entropy is weighted, by whether the expert brakes
+    weighted, _ = bc.loss_terms(net, raw, batch, torch.tensor([0.5, 5.0]))
+    assert torch.allclose(weighted, expected + torch.tensor([4.0, -0.5, -0.5]) * (expected - torch.tensor([(0.1 / 0.4) ** 2, 0, 0])), atol=1e-5)
     # a run: its targets are the recorded plans and wheel angles, unweighted; its policy steers its wheels
     train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"wheel_target": True}), quiet=True)
     task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True}, val_episodes=["demos:0"]),
                             bc.Demos.load([tiny_demos]), False)
     store = task.train_windows.store
     assert task.balance == "none"
+    balanced = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "y", net={"wheel_target": True}, val_episodes=["demos:0"], balance="weights"),
+                                bc.Demos.load([tiny_demos]), False)
+    assert np.array_equal(balanced.class_weights, class_weights(bc.loss_classes(net.config, store.actions)))
+    brakes = bc.loss_classes(net.config, np.array([3, 3, 1, 4, 3, 2, 4, 3]))  # the classes balanced: braking or not
+    assert brakes.tolist() == [0, 0, 0, 1, 0, 0, 1, 0]
+    w = class_weights(brakes)
+    assert np.isclose(w[brakes].mean(), 1.0) and np.isclose(w[1] * 2, w[0] * 6)
     assert np.array_equal(task.batches.targets["wheel_plan"], store.state[:, 6]) and np.isfinite(store.state[:, 6]).all()
     assert np.array_equal(task.batches.targets["wheel_now"], store.state[:, 4])
     policy = DrivingPolicy.from_run(tmp_path / "run")
