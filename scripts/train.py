@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--balance", default="auto", choices=("auto", "weights", "sampler", "none"),
         help="class imbalance: weighted loss, balanced sampling, or none; auto (default): weights for discrete "
-        "actions, none for continuous ones, --rate-window and --wheel-target (reweighting biases the mean action / the rates)",
+        "actions, none for continuous ones, --rate-window and --wheel-target (reweighting biases the mean action / the rates); "
+        "with --wheel-target, weights and sampler even out braking against not braking only",
     )
     p.add_argument("--loss", default="mse", choices=("mse", "l1"), help="continuous actions: squared error (conditional mean, default) "
                    "or absolute error (conditional median: no constant small brake where the expert brakes in rare pulses)")
