@@ -79,6 +79,8 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["dagger", "--run", "/nonexistent"], "not a training run"),
         (["quickstart", "--seed", "10"], "include the held-out seeds 10000..10009"),
         (["quickstart", "--regular-share", "2"], "regular share must be in [0, 1] (got 2.0)"),
+        (["quickstart", "--discrete", "--rate-window", "-1"], "--rate-window"),
+        (["quickstart", "--rate-window", "2"], "--rate-window is for --discrete"),
         (["study"], "give --out DIR"),
         (["study", "--out", "/tmp/x", "--variant", "x:foo=1"], "unknown recipe field 'foo'"),
         (["study", "--report", "/nonexistent"], "/nonexistent not found"),
@@ -122,6 +124,14 @@ def test_the_quickstart_trains_by_its_gap_options():
 
     t = QuickstartConfig(stride_jitter=3, regular_share=0.5, seed=2).train_config("d", "r")
     assert (t.stride_jitter, t.regular_share, t.seed, t.epochs) == (3, 0.5, 2, 6)
+    assert t.net == {}  # continuous actions: the rate window is for discrete ones
+
+
+def test_the_discrete_quickstart_learns_action_rates_unless_told_not_to():
+    from agents.quickstart import QuickstartConfig
+
+    assert QuickstartConfig(continuous=False).train_config("d", "r").net == {"rate_window": 4}
+    assert QuickstartConfig(continuous=False, rate_window=0).train_config("d", "r").net == {}
 
 
 def test_evaluate_under_perturbations_gives_one_board_per_level_and_a_plot(tiny_demos, tmp_path):
