@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from agents.env import SELECT_SEED, STATE_FIELDS, WHEEL_LIMIT, make_env, wheel_action
+from agents.env import BRAKE_EXCESS, EXCESS_SCALE, SELECT_SEED, STATE_FIELDS, WHEEL_LIMIT, make_env, wheel_action
 from agents.policy import DrivingPolicy, resolve_device
 from agents.rollout import run_episode
 from agents.distributed import init_distributed
@@ -138,26 +138,30 @@ def labels(store: FrameStore, rows: np.ndarray, device: torch.device, targets: d
 
 
 PLAN = STATE_FIELDS.index("plan_wheel_angle")
+EXCESS = STATE_FIELDS.index("speed_excess")
 WHEEL = STATE_FIELDS.index("wheel_angle")
 
 
 def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
     """Per-row targets, beyond the actions, of the network's outputs: the action rates (rate_window,
-    (N, A)); or the wheel angle the expert planned and the one the car had (wheel_target, (N,) each)."""
+    (N, A)); or the wheel angle the expert planned, the one the car had and the speed above the
+    expert's target speed, clipped to +-EXCESS_SCALE in its units (wheel_target, (N,) each)."""
     if net.config.rate_window:
         return {"rates": store.action_rates(net.config.rate_window, net.config.outputs)}
     if not net.config.wheel_target:
         return {}
-    plan = store.state[:, PLAN] if store.state.shape[1] > PLAN else np.full(len(store), np.nan, np.float32)
-    missing = np.isnan(plan)
+    cols = [store.state[:, c] if store.state.shape[1] > c else np.full(len(store), np.nan, np.float32) for c in (PLAN, EXCESS)]
+    missing = np.isnan(cols[0]) | np.isnan(cols[1])
     if missing.any():
         seed = store.seeds[int(store.episode_of[int(missing.argmax())])]
         raise DataError(
-            f"a wheel-angle network learns the angle the expert plans, but {int(missing.sum())} of {len(store)} steps have none "
-            f"(first in the episode of seed {seed}): only the discrete track expert records it (nacdrive collect --expert "
-            "track, without --continuous), in demonstrations and DAgger rollouts recorded since it does; record them again"
+            f"a wheel-angle network learns the angle the expert plans and its speed above the expert's target, but "
+            f"{int(missing.sum())} of {len(store)} steps have none (first in the episode of seed {seed}): only the discrete "
+            "track expert records both (nacdrive collect --expert track, without --continuous), in demonstrations and DAgger "
+            "rollouts recorded since it does; record them again"
         )
-    return {"wheel_plan": plan, "wheel_now": store.state[:, WHEEL]}
+    excess = np.clip(cols[1] / EXCESS_SCALE, -1.0, 1.0).astype(np.float32)
+    return {"wheel_plan": cols[0], "wheel_now": store.state[:, WHEEL], "speed_excess": excess}
 
 
 def shifted(frames: Tensor, index: Tensor, chunk_of_row: np.ndarray, pad: int, rng: np.random.Generator) -> Tensor:
@@ -182,7 +186,7 @@ def shifted(frames: Tensor, index: Tensor, chunk_of_row: np.ndarray, pad: int, r
 
 def loss_classes(net: DrivingNetConfig, actions: np.ndarray) -> np.ndarray:
     """(N,) the classes that --balance evens out: the action classes, or for a wheel-angle network
-    whether the expert brakes (0 / 1; only its brake output is a classification)."""
+    whether the expert brakes (0 / 1; its speed-excess error is weighted by them)."""
     classes = action_classes(actions)
     return (classes == 4).astype(np.int64) if net.wheel_target else classes
 
@@ -202,16 +206,16 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
     is mostly 0 with rare pulses, as the expert's brake is, then stays 0 where the mean would be a
     small constant brake)."""
     if net.config.wheel_target:
-        # the planned angle by squared error (in units of the joint's range), braking by cross-entropy; a row is
-        # correct when the action decoded at the recorded wheel angle is the expert's
+        # the planned angle (in units of the joint's range) and the speed excess (in units of EXCESS_SCALE), both by
+        # squared error; a row is correct when the action decoded at the recorded wheel angle is the expert's
         labels = batch["actions"].long()
         angle = WHEEL_LIMIT * torch.tanh(raw[:, 0].float())
-        brake = (labels == 4).float()
-        brake_ce = F.binary_cross_entropy_with_logits(raw[:, 1].float(), brake, reduction="none")
+        excess_se = (raw[:, 1].float() - batch["speed_excess"].float()) ** 2
         if weights is not None:  # balanced: weights over (no brake, brake), see loss_classes; the angle is not reweighted
-            brake_ce = brake_ce * weights[brake.long()]
-        per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2 + brake_ce
-        decoded = wheel_action(angle.detach().cpu().numpy(), (raw[:, 1] > 0).cpu().numpy(), batch["wheel_now"].cpu().numpy())
+            excess_se = excess_se * weights[(labels == 4).long()]
+        per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2 + excess_se
+        brake = (raw[:, 1] * EXCESS_SCALE > BRAKE_EXCESS).cpu().numpy()
+        decoded = wheel_action(angle.detach().cpu().numpy(), brake, batch["wheel_now"].cpu().numpy())
         return per_row, torch.from_numpy(decoded).to(raw.device) == labels
     if net.config.action_space == "discrete":
         labels = batch["actions"].long()

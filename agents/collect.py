@@ -105,8 +105,8 @@ class Recorder:
     def before_step(self, env: gym.Env, obs: np.ndarray, action: Any) -> None:
         self.frames.append(np.asarray(obs, dtype=np.uint8))
         self.actions.append(action if self.label is None else self.label())
-        plan = getattr(self.expert, "planned_wheel_angle", np.nan)
-        self.state.append(np.append(car_state(env).as_array(), np.float32(plan)))
+        plan = [getattr(self.expert, name, np.nan) for name in ("planned_wheel_angle", "speed_excess")]
+        self.state.append(np.append(car_state(env).as_array(), np.asarray(plan, dtype=np.float32)))
 
     def after_step(self, obs: np.ndarray, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
         self.final_frame = np.asarray(obs, dtype=np.uint8)

@@ -36,7 +36,8 @@ WHEEL_CHOICES = np.array([3, 1, 2])  # gas first: on a tie the engine stays on
 
 
 def wheel_action(target: np.ndarray | float, brake: np.ndarray | bool, wheel: np.ndarray | float) -> np.ndarray:
-    """The discrete action that drives like a wheel-angle target: brake (4) where `brake`, else
+    """The discrete action that drives like a wheel-angle target: brake (4) where `brake` (the
+    wheel decoder: where the speed excess is above BRAKE_EXCESS, as the expert's rule), else
     whichever of gas (3, the wheel unwinds), right (1) and left (2) brings the wheel from `wheel`
     nearest `target` (radians, as wheel_angle). Fed the discrete track expert's own planned angle
     PLAN_AHEAD steps ahead and its braking, this drove as the expert does (909.8, 908.1, 912.6,
@@ -118,10 +119,16 @@ class CarState:
         return np.array([self.x, self.y, self.angle, self.speed, self.wheel_angle, self.progress], dtype=np.float32)
 
 
-STATE_FIELDS = ("x", "y", "angle", "speed", "wheel_angle", "progress", "plan_wheel_angle")
+STATE_FIELDS = ("x", "y", "angle", "speed", "wheel_angle", "progress", "plan_wheel_angle", "speed_excess")
 # plan_wheel_angle: the wheel angle (as wheel_angle) the expert plans to have PLAN_AHEAD steps later; NaN for
-# experts that do not plan (only the discrete track expert does). Recorded beside the car's state (collect.Recorder).
+# experts that do not plan (only the discrete track expert does). speed_excess: the car's speed above the track
+# expert's target speed there (u/s; negative below it), from which it brakes; NaN for other experts. Both recorded
+# beside the car's state (collect.Recorder).
 PLAN_AHEAD = 3
+BRAKE_EXCESS = 3.0  # the discrete track expert brakes when speed_excess is above this (its speed_margin); so does the
+# wheel decoder, with the excess a wheel-angle network predicts
+EXCESS_SCALE = 20.0  # u/s: a wheel-angle network learns speed_excess clipped to +-this, in units of it (the sign and
+# the last 20 u/s before braking are what matter; -80 on a straight at low speed says no more than -20)
 SKIP_GAP = 20  # skipped_tiles: a run of untouched tiles this long or longer ends the car's progress
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.env import FPS, WHEEL_LIMIT, wheel_action, wheel_after
+from agents.env import BRAKE_EXCESS, EXCESS_SCALE, FPS, WHEEL_LIMIT, wheel_action, wheel_after
 from nac.driving import DrivingNet
 from nac.config import ConfigError
 from nac.checkpoint import load_checkpoint
@@ -74,7 +74,8 @@ class DrivingPolicy:
     action); sampling can, with random runs; diffusion gives the same rates in regular pulses.
     A wheel-angle network (DrivingNetConfig.wheel_target) is driven by "wheel": the policy follows
     its front wheels from its own actions (agents.env.wheel_after, from straight at reset) and
-    takes the action that brings them nearest the angle the network asks for, or brakes (it counts
+    takes the action that brings them nearest the angle the network asks for, or brakes when the
+    speed excess it predicts is above the expert's margin (it counts
     on every step being its own: a step that repeats its last action without asking, as dropped
     frames do in agents.perturb, turns the real wheels without its model).
     By default (actions=None) each network gets its own (default_decoder).
@@ -158,10 +159,11 @@ class DrivingPolicy:
             self.last = {"action": action}
             return action
         if self.actions == "wheel":
-            target, brake = WHEEL_LIMIT * float(torch.tanh(raw[0].float())), float(raw[1]) > 0
+            target, excess = WHEEL_LIMIT * float(torch.tanh(raw[0].float())), EXCESS_SCALE * float(raw[1])
+            brake = excess > BRAKE_EXCESS  # the expert's own rule, on the excess the network sees
             action = int(wheel_action(target, brake, self._wheel))
             self._wheel = float(wheel_after(self._wheel, action))
-            self.last = {"action": action, "wheel_target": target, "brake": brake}
+            self.last = {"action": action, "wheel_target": target, "speed_excess": excess, "brake": brake}
             return action
         probs = torch.softmax(raw.float(), -1).cpu().numpy().astype(np.float64)
         if self.actions == "sample":

@@ -49,7 +49,8 @@ class DrivingNetConfig(ConfigDict):
     # steps t-K..t+K, which the scene shows) rather than the one action of step t (which depends on the phase of the
     # expert's steering pulses, which a frame does not show); the policy then drives by error diffusion of those rates
     wheel_target: bool = False  # discrete: two outputs, the front-wheel angle the expert plans a few steps ahead (squashed
-    # by the policy into the joint's range) and the logit of braking; the policy takes the action that brings its wheels
+    # by the policy into the joint's range) and the car's speed above the expert's target speed (agents.env.EXCESS_SCALE
+    # units); the policy brakes when the excess is above the expert's margin, else takes the action that brings its wheels
     # nearest that angle (agents.env.wheel_action): what the pulses aim at, which a frame shows, rather than the pulses
 
     def __post_init__(self) -> None:
@@ -104,7 +105,7 @@ def cnn_features(frame_size: int) -> int:
 class DrivingNet(nn.Module):
     """frames (B, W, H, W, 3) uint8 [+ timestamps (B, W) seconds] -> action outputs (B, A).
 
-    Discrete: logits over the 5 actions (with wheel_target: a wheel angle and a brake logit). Continuous: steer in (-1, 1) (tanh), gas and brake in
+    Discrete: logits over the 5 actions (with wheel_target: a wheel angle and a speed excess). Continuous: steer in (-1, 1) (tanh), gas and brake in
     (0, 1) (sigmoid); with brake_gate a fourth output is the logit of braking at all.
     """
 

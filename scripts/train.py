@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--balance", default="auto", choices=("auto", "weights", "sampler", "none"),
         help="class imbalance: weighted loss, balanced sampling, or none; auto (default): weights for discrete "
         "actions, none for continuous ones, --rate-window and --wheel-target (reweighting biases the mean action / the rates); "
-        "with --wheel-target, weights and sampler even out braking against not braking only",
+        "with --wheel-target, weights and sampler weight the speed excess's error by whether the expert brakes",
     )
     p.add_argument("--loss", default="mse", choices=("mse", "l1"), help="continuous actions: squared error (conditional mean, default) "
                    "or absolute error (conditional median: no constant small brake where the expert brakes in rare pulses)")
@@ -73,9 +73,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "of steering in a bend, which the frames show) instead of the action at t (the phase of the expert's "
                    "steering pulses, which they do not); the policy then drives by error diffusion (default 0: the action)")
     p.add_argument("--wheel-target", action="store_true",
-                   help="discrete actions: learn the front-wheel angle the expert plans 3 steps ahead and whether it brakes, "
-                   "instead of its steering pulses; the policy then takes the action that brings its wheels nearest that "
-                   "angle. Needs demonstrations of the discrete track expert recorded with its planned angles")
+                   help="discrete actions: learn the front-wheel angle the expert plans 3 steps ahead and the car's speed above "
+                   "the expert's target speed, instead of its steering pulses; the policy then brakes when that excess is "
+                   "above the expert's margin (3 u/s), else takes the action that brings its wheels nearest that angle. "
+                   "Needs demonstrations of the discrete track expert recorded with both")
     p.add_argument("--speed-output", action="store_true", help="udacity: also predict each frame's recorded speed, which "
                    "'drive' then uses as its target speed (the driver's slowing before bends, learned)")
     p.add_argument("--init-from", metavar="RUN", help="start from this run's best weights (same network)")

@@ -29,7 +29,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agents.env import FPS, PLAN_AHEAD, WHEEL_LIMIT
+from agents.env import BRAKE_EXCESS, FPS, PLAN_AHEAD, WHEEL_LIMIT
 from nac.config import ConfigError
 
 WHEELBASE = 3.24  # front to rear axle, Box2D units ((80 + 82) * car_dynamics.SIZE)
@@ -81,7 +81,7 @@ class TrackExpertConfig:
             return cls(continuous=True, lookahead=6.0, lookahead_per_speed=0.15, lateral_accel=180.0, braking_decel=90.0)
         return cls(
             continuous=False, line_room=3.0, lookahead=9.0, lookahead_per_speed=0.15, lateral_accel=430.0,
-            speed_margin=3.0, steer_tolerance=0.045, steer_hold=0.09, plan_horizon=40,
+            speed_margin=BRAKE_EXCESS, steer_tolerance=0.045, steer_hold=0.09, plan_horizon=40,
         )
 
 
@@ -104,6 +104,9 @@ class TrackFollowingExpert:
         # after select_action: the front-wheel angle (radians, positive = left) its plan reaches PLAN_AHEAD steps
         # later (recorded with demonstrations as a smoother label than the pulses; NaN without a planner)
         self.planned_wheel_angle = math.nan
+        # after select_action: the car's speed above the target speed here (u/s), from which it brakes (recorded with
+        # demonstrations as a label that says how close to braking the car is on every step, not only when it brakes)
+        self.speed_excess = math.nan
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "config": asdict(self.config)}
@@ -180,6 +183,8 @@ class TrackFollowingExpert:
         # Pure pursuit: wheel angle (positive = right) that puts the target on the car's arc.
         delta = float(np.arctan2(2 * WHEELBASE * np.sin(alpha), max(np.hypot(x_right, y_fwd), 1e-3)))
         v_target = self.target_speed(i, speed)
+        if car is self.env.unwrapped.car:  # the real car, not one the planner simulates
+            self.speed_excess = speed - v_target
         if cfg.continuous:
             steer = float(np.clip(delta / WHEEL_LIMIT, -1.0, 1.0))
             err = v_target - speed

@@ -233,22 +233,23 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
     from agents.evaluate import describe_run
     from nac.driving import DrivingNet, DrivingNetConfig
 
-    # the loss: the angle (0.4 tanh) by squared error in units of 0.4, braking by cross-entropy; a row is
-    # correct when the action decoded at the recorded wheel angle is the expert's
+    # the loss: the angle (0.4 tanh) in units of 0.4 and the speed excess in units of 20 u/s, both by squared
+    # error; a row is correct when the action decoded at the recorded wheel angle is the expert's, braking
+    # where the predicted excess is above 3 u/s
     net = DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True))
     assert net.config.outputs == 2
-    raw = torch.tensor([[0.0, 2.0], [float(np.arctanh(0.5)), -1.0], [float(np.arctanh(0.5)), -1.0]])
-    batch = {"actions": torch.tensor([4, 2, 1]), "wheel_plan": torch.tensor([0.1, 0.2, 0.2]), "wheel_now": torch.zeros(3)}
+    raw = torch.tensor([[0.0, 0.25], [float(np.arctanh(0.5)), 0.1], [float(np.arctanh(0.5)), -0.5]])
+    batch = {"actions": torch.tensor([4, 2, 1]), "wheel_plan": torch.tensor([0.1, 0.2, 0.2]), "wheel_now": torch.zeros(3),
+             "speed_excess": torch.tensor([0.5, 0.0, -0.5])}
     batch["classes"] = batch["actions"]
     per_row, correct = bc.loss_terms(net, raw, batch, None)
-    bce = torch.nn.functional.binary_cross_entropy_with_logits
-    expected = torch.stack([(0.1 / 0.4) ** 2 + bce(torch.tensor(2.0), torch.tensor(1.0)), bce(torch.tensor(-1.0), torch.tensor(0.0)),
-                            bce(torch.tensor(-1.0), torch.tensor(0.0))])
+    expected = torch.tensor([(0.1 / 0.4) ** 2 + 0.25**2, 0.1**2, 0.0])
     assert torch.allclose(per_row, expected, atol=1e-5)
-    assert correct.tolist() == [True, True, False]  # brake; wheels at 0 asked for +0.2 (left): action 2, not 1
-    # balanced (--balance weights): only the brake's cross-entropy is weighted, by whether the expert brakes
+    # 0.25 x 20 = 5 u/s above the target: brake; 2 u/s: no brake, and wheels at 0 asked for +0.2 (left): action 2, not 1
+    assert correct.tolist() == [True, True, False]
+    # balanced (--balance weights): only the excess's error is weighted, by whether the expert brakes
     weighted, _ = bc.loss_terms(net, raw, batch, torch.tensor([0.5, 5.0]))
-    assert torch.allclose(weighted, expected + torch.tensor([4.0, -0.5, -0.5]) * (expected - torch.tensor([(0.1 / 0.4) ** 2, 0, 0])), atol=1e-5)
+    assert torch.allclose(weighted, torch.tensor([(0.1 / 0.4) ** 2 + 5.0 * 0.25**2, 0.5 * 0.1**2, 0.0]), atol=1e-5)
     # a run: its targets are the recorded plans and wheel angles, unweighted; its policy steers its wheels
     train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"wheel_target": True}), quiet=True)
     task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True}, val_episodes=["demos:0"]),
@@ -264,6 +265,9 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
     assert np.isclose(w[brakes].mean(), 1.0) and np.isclose(w[1] * 2, w[0] * 6)
     assert np.array_equal(task.batches.targets["wheel_plan"], store.state[:, 6]) and np.isfinite(store.state[:, 6]).all()
     assert np.array_equal(task.batches.targets["wheel_now"], store.state[:, 4])
+    excess = task.batches.targets["speed_excess"]  # speed above the expert's target, clipped to +-20 u/s, in units of 20
+    assert np.allclose(excess, np.clip(store.state[:, 7] / 20.0, -1, 1)) and np.isfinite(excess).all()
+    assert excess.min() == -1.0 and (store.state[:, 3][excess > 0.15] > 0).all()  # slow starts: far below; braking: above
     policy = DrivingPolicy.from_run(tmp_path / "run")
     assert policy.actions == "wheel" and describe_run(str(tmp_path / "run"), "best").decoder == "wheel"
     frames = bc.Demos.load([tiny_demos]).episodes["demos:1"].frames
@@ -271,6 +275,7 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
     for f in frames[:20]:
         a = policy.select_action(f)
         assert a in (1, 2, 3, 4) and abs(policy.last["wheel_target"]) <= 0.4
+        assert policy.last["brake"] == (a == 4) == (policy.last["speed_excess"] > 3.0)
         wheel = float(wheel_after(wheel, a))
         assert policy._wheel == wheel  # the policy follows its wheels from its own actions
     from agents.saliency import saliency
@@ -286,10 +291,11 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
         DrivingPolicy(DrivingNet(DrivingNetConfig(head="gru", window=2)), actions="wheel")
     with pytest.raises(ConfigError, match="wheel_target is for discrete actions"):
         train(_cfg(tiny_demos_continuous, tmp_path / "cont", net={"wheel_target": True}), quiet=True)
-    # demonstrations recorded before the plan was (6 state columns): a clear error, not NaN targets
-    old = dataclasses.replace(bc.Demos.load([tiny_demos]).episodes["demos:2"], state=store.state[:48, :6].copy())
-    with pytest.raises(DataError, match="have none .first in the episode of seed 2.*record them again"):
-        bc.net_targets(net, FrameStore([bc.Demos.load([tiny_demos]).episodes["demos:1"], old]))
+    # demonstrations recorded before the plan (6 state columns) or the speed excess (7) were: a clear error, not NaN targets
+    for columns in (6, 7):
+        old = dataclasses.replace(bc.Demos.load([tiny_demos]).episodes["demos:2"], state=store.state[:48, :columns].copy())
+        with pytest.raises(DataError, match="have none .first in the episode of seed 2.*record them again"):
+            bc.net_targets(net, FrameStore([bc.Demos.load([tiny_demos]).episodes["demos:1"], old]))
 
 
 def test_the_l1_loss_is_the_mean_absolute_error():

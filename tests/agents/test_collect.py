@@ -28,10 +28,13 @@ def test_collect_records_frames_actions_and_privileged_state(tmp_path):
     assert ep.frames[10:].std() > 0  # real camera frames
     assert set(np.unique(ep.actions)) <= set(range(5))
     assert np.allclose(np.diff(ep.timestamps), 1 / 50)
-    assert ep.state.shape == (40, 7) and ep.state[-1, 3] > ep.state[0, 3]  # the car sped up
+    assert ep.state.shape == (40, 8) and ep.state[-1, 3] > ep.state[0, 3]  # the car sped up
     # the planning expert's wheel angle 3 steps ahead, beside the car's: its plans came true at the start
     plan, wheel = ep.state[:, 6], ep.state[:, 4]
     assert np.isfinite(plan).all() and np.abs(plan[:-3] - wheel[3:]).max() < 1e-3
+    # its speed above its target speed: the target (speed - excess) is never below its minimum of 20 u/s
+    excess = ep.state[:, 7]
+    assert np.isfinite(excess).all() and (ep.state[:, 3] - excess >= 20.0 - 1e-3).all()
     m = demos.manifest
     assert m["env_id"] == "CarRacing-v3" and m["action_space"] == "discrete"
     assert m["expert"]["name"] == "track" and "lookahead" in m["expert"]["config"]
@@ -95,6 +98,7 @@ def test_steering_noise_drifts_the_car_while_the_labels_stay_the_experts(tmp_pat
     assert "steering_noise" not in sets[0.0].manifest and sets[0.5].manifest["steering_noise"]["std"] == 0.5
     assert np.abs(clean.state[:, :6] - noisy.state[:, :6]).max() > 0.1  # the executed steering differed: the car went elsewhere
     assert np.isnan(clean.state[:, 6]).all()  # the continuous expert plans no wheel angle
+    assert np.isfinite(clean.state[:, 7]).all()  # but has a target speed
     # replayed by hand: the expert drives, the drift moves what is executed, and what was recorded
     # is the expert's own choice at every step, not the executed action
     from agents.env import make_env

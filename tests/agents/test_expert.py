@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from agents.env import make_env, wheel_action, wheel_after
+from agents.env import BRAKE_EXCESS, make_env, wheel_action, wheel_after
 from agents.experts import make_expert
 from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, _Lookahead, racing_line
 from agents.rollout import run_episode, summarize
@@ -151,12 +151,14 @@ def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
     class Decoded:
         def reset(self):
             expert.reset()
-            self.wheel, self.same, self.drift = 0.0, [], []
+            self.wheel, self.same, self.drift, self.brakes = 0.0, [], [], []
 
         def select_action(self, obs):
             a = expert.select_action(obs)
             self.drift.append(abs(self.wheel - env.unwrapped.car.wheels[0].joint.angle))
-            d = int(wheel_action(expert.planned_wheel_angle, a == 4, self.wheel))
+            # braking by the expert's rule on its recorded speed excess, not by its action
+            d = int(wheel_action(expert.planned_wheel_angle, expert.speed_excess > BRAKE_EXCESS, self.wheel))
+            self.brakes.append(d == 4)
             self.same.append(d == a)
             self.wheel = float(wheel_after(self.wheel, d))
             return d
@@ -166,4 +168,5 @@ def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
     assert r.lap_finished and r.episode_return > 900
     assert max(driver.drift) < 0.01  # the modelled wheel is Box2D's
     assert 0.5 < np.mean(driver.same) < 0.95  # the same path by other pulses
+    assert 0 < np.mean(driver.brakes) < 0.1  # it brakes, rarely
     assert np.isnan(TrackFollowingExpert(make_env(True, pixels=False)).planned_wheel_angle)  # no planner, no plan
