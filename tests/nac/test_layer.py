@@ -376,3 +376,27 @@ def test_the_papers_ablations_are_configurations_of_the_one_layer():
     w = d.weights[d.valid].view(-1, d.valid.sum(-1).max())
     assert torch.allclose(w, w[:, :1].expand_as(w))  # uniform over the selected keys
     assert nac_of("nac-2k").config.topk == 2 and nac_of("nac-euler").config.mode == "euler"
+
+
+def test_with_one_key_every_mode_and_selection_is_the_same_function():
+    """A query that sees one key puts all its weight on it, whatever the logit: at window 1 (the
+    paper's CarRacing setting, one frame per sample) NAC's modes and key selections compute the
+    same output from the same weights, and their trainings from one seed are identical (the paper
+    table's study: docs/results.md). With two keys they differ."""
+    torch.manual_seed(0)
+    ref = NAC(16, 4, input_dim=16, mode="exact", return_sequences=True)
+
+    def outputs(t: int) -> list[torch.Tensor]:
+        x, ts = _x(t=t), torch.cumsum(torch.rand(2, t, generator=torch.Generator().manual_seed(1)), 1)
+        outs = []
+        with torch.no_grad():
+            for mode, selection in (("exact", "topk"), ("euler", "topk"), ("steady", "topk"), ("exact", "pairwise")):
+                other = NAC(16, 4, input_dim=16, mode=mode, selection=selection, return_sequences=True)
+                other.load_state_dict(ref.state_dict())
+                outs.append(other(x, ts))
+        return outs
+
+    one = outputs(1)
+    assert all(torch.equal(o, one[0]) for o in one[1:])
+    two = outputs(2)
+    assert not torch.allclose(two[1], two[0], atol=1e-4) and not torch.allclose(two[2], two[0], atol=1e-4)  # the modes differ
