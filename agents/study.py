@@ -40,7 +40,7 @@ from agents.tasks import train
 from agents.training import TrainConfig
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
-from nac.config import ConfigDict, ConfigError, need
+from nac.config import ConfigDict, ConfigError, TrainingDiverged, need
 from nac.heads import HEADS
 from nac.pilotnet import DENSE
 
@@ -264,6 +264,17 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def train_guarded(job: tuple[Callable[[dict[str, Any]], dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """A training task whose loss stopped being finite: its run is a result of the study (reported
+    as diverged, never retried, not driven), not a failure that stops the study."""
+    train_fn, run_job = job
+    started = time.monotonic()
+    try:
+        return train_fn(run_job)
+    except TrainingDiverged as exc:
+        return {"path": run_job["path"], "diverged": str(exc), "wall_seconds": round(time.monotonic() - started, 1)}
+
+
 def eval_episode(job: tuple[str, bool, int, str | None, int]) -> dict[str, Any]:
     """One held-out episode of one run at one level (a task), driven as the run drives by default
     (agents.policy.default_decoder: argmax, or its own decoder for rate and wheel-angle networks)."""
@@ -401,7 +412,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
 
     for run in runs:  # a finished run with episodes still to drive and no weights here (study.json moved without it)
         weights = (cfg.run_dir(run["key"]) / "best.safetensors").is_file()
-        if study.data["runs"].get(run["key"], {}).get("done") and missing(run) and not weights:
+        if study.data["runs"].get(run["key"], {}).get("done") and not study.data["runs"][run["key"]].get("diverged") and missing(run) and not weights:
             # is trained again; its recorded episodes go, since they came from weights that no longer exist
             print(f"{run['key']}: its weights are not in {cfg.run_dir(run['key'])} and it has episodes to drive: training it again", flush=True)
             study.forget(run["key"])
@@ -425,11 +436,13 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
             "recipe": study.data["recipes"][run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps,
             "device": "cuda" if ray_gpus else "cpu",
         }
-        return Task(("train", run["key"]), kind.train, job, cpus=1, gpus=1 if ray_gpus else 0)
+        return Task(("train", run["key"]), train_guarded, (kind.train, job), cpus=1, gpus=1 if ray_gpus else 0)
 
     ready_eval: list[Task] = []
     ready_train: list[Task] = []
     for run in runs:
+        if study.data["runs"].get(run["key"], {}).get("diverged"):
+            continue  # reported as such; nothing to drive
         if study.data["runs"].get(run["key"], {}).get("done"):
             tasks = episode_tasks(run)
             if tasks:  # a finished run with every episode recorded needs nothing more, not even its folder
@@ -443,7 +456,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     ]
     ready_eval = expert_tasks + ready_eval
 
-    total_eps = len(runs) * sum(len(cfg.eval_seeds(level)) for level in cfg.levels) + len(seeds)
+    total_eps = sum(not study.data["runs"].get(r["key"], {}).get("diverged") for r in runs) * sum(len(cfg.eval_seeds(level)) for level in cfg.levels) + len(seeds)
     progress = _Progress(study, [r["key"] for r in runs], total_eps, capacity, quiet)
     running: dict[Any, str] = {}
 
@@ -465,8 +478,11 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
                 run = next(r for r in runs if r["key"] == key[1])
                 study.data["runs"][run["key"]] = {**run, **result, "done": True}
                 progress.trained(result["wall_seconds"])
-                _check_not_trained_on(cfg, run, kind)
-                ready_eval.extend(episode_tasks(run))
+                if result.get("diverged"):
+                    progress.diverged(f"{run['key']}: {result['diverged']}", len(missing(run)))
+                else:
+                    _check_not_trained_on(cfg, run, kind)
+                    ready_eval.extend(episode_tasks(run))
             else:
                 if what == "expert":
                     e = {"run": "expert", "variant": "-", "head": "expert", "seed": 0, "level": key[1], "episode_seed": key[2], **result}
@@ -519,6 +535,12 @@ class _Progress:
 
     def driven(self) -> None:
         self.bar.update(1)
+
+    def diverged(self, message: str, episodes: int) -> None:
+        """A run that will not be driven: say why, and stop counting its episodes."""
+        self.total_eps -= episodes
+        self.bar.total = self.total_eps
+        tqdm.write(message)
 
     def runs_done(self) -> int:  # of this grid
         return sum(1 for k in self.grid if self.study.data["runs"].get(k, {}).get("done"))

@@ -288,6 +288,10 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
         f"runs and held-out episodes ({result['reps']} resamples, rliable). Rebuilt from study.json alone by `nacdrive study --report DIR`.",
         "",
     ]
+    diverged = {k: r["diverged"] for k, r in study["runs"].items() if r.get("diverged")}
+    if diverged:  # counted as trained, never driven: a head's aggregates above leave them out, and say so here
+        lines += [f"Runs that diverged ({len(diverged)}; trained until their loss was no longer finite, not driven, "
+                  "not in the aggregates below):", ""] + [f"- {k}: {m}" for k, m in sorted(diverged.items())] + [""]
     if study.get("recipes"):  # every field, as trained (studies from before they were stored have only the overrides above)
         lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={val}" for k, val in r.items()) for v, r in study["recipes"].items()] + [""]
     key = offline_key(cfg)

@@ -36,12 +36,13 @@ from tqdm import tqdm
 from agents.distributed import Dist, any_process, barrier
 from agents.env import EPISODE_STEPS
 from nac.checkpoint import write_json
-from nac.config import ConfigError, need
+from nac.config import ConfigError, TrainingDiverged, need
 
 TASKS = ("carracing", "udacity")  # the trainers by name are in agents.tasks
 BALANCE = ("auto", "weights", "sampler", "none")
 LOSSES = ("mse", "l1")
 STATE = "train_state"
+
 
 
 @dataclass
@@ -220,22 +221,35 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
         if dist_info.main:
             _save_state(run, net, opt, counters, ema)
 
+    def diverged(what: str) -> None:
+        kept = "its last checkpoint is kept" if (run / f"{STATE}.json").is_file() else "no checkpoint was written"
+        raise TrainingDiverged(f"{task.label} diverged: {what}; {run} is not finished and {kept}. "
+                               "Lower --lr, or check the data for values that are not finite.")
+
     def end_of_period() -> None:
-        """Validate, keep the best weights (the moving average, with ema), write metrics."""
+        """Validate, keep the best weights (the moving average, with ema), write metrics; a loss
+        that is not finite stops training instead."""
+        bad: float | None = None
         if dist_info.main:
             with averaged_weights(net, ema):
                 metrics = task.validate(device)
-                row = {"epoch": counters["epoch"], "batch": counters["batch"], "step": counters["step"], "seconds": round(counters["seconds"], 1), **metrics}
-                history.append(row)
-                if writer is not None:
-                    for k, v in metrics.items():
-                        writer.add_scalar(f"val/{k[4:]}", v, counters["step"])
-                best = counters["best_score"]
-                if best is None or score(metrics) < best:
-                    counters["best_score"] = score(metrics)
-                    net.save(run, "best", task.extra)
-                net.save(run, "last", task.extra)
+                if not math.isfinite(metrics["val_loss"]):
+                    bad = metrics["val_loss"]
+                else:
+                    row = {"epoch": counters["epoch"], "batch": counters["batch"], "step": counters["step"], "seconds": round(counters["seconds"], 1), **metrics}
+                    history.append(row)
+                    if writer is not None:
+                        for k, v in metrics.items():
+                            writer.add_scalar(f"val/{k[4:]}", v, counters["step"])
+                    best = counters["best_score"]
+                    if best is None or score(metrics) < best:
+                        counters["best_score"] = score(metrics)
+                        net.save(run, "best", task.extra)
+                    net.save(run, "last", task.extra)
             net.train()
+        if any_process(dist_info, bad is not None, device):
+            diverged(f"the validation loss is {bad} after epoch {counters['epoch']} (step {counters['step']})")
+        if dist_info.main:
             write_metrics(run, task.label, history, counters)
             checkpoint()
         barrier(dist_info)
@@ -265,6 +279,9 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
                 torch.manual_seed(cfg.seed * 1_000_003 + counters["step"])  # dropout, reproducible on resume
                 with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
                     loss, figures = task.loss(model, batch, device)
+                loss_value = float(loss.detach())
+                if any_process(dist_info, not math.isfinite(loss_value), device):  # every further step would be wasted
+                    diverged(f"the training loss is {loss_value} at epoch {counters['epoch'] + 1}, batch {b} (step {counters['step']})")
                 opt.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 scaler.step(opt)
@@ -274,7 +291,7 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
                 counters["batch"] += 1  # only now: an interruption before this point redoes the batch
                 counters["step"] += 1
                 counters["seconds"] = time.monotonic() - started
-                for k, v in {"loss": float(loss.detach()), **figures}.items():
+                for k, v in {"loss": loss_value, **figures}.items():
                     avg[k] = v if k not in avg else 0.98 * avg[k] + 0.02 * v
                 bar.update(dist_info.world)
                 bar.set_postfix({k: f"{v:.3f}" for k, v in avg.items()})

@@ -15,6 +15,11 @@ class ConfigError(ValueError):
     """A configuration value is out of range; the message says what is allowed."""
 
 
+class TrainingDiverged(RuntimeError):
+    """Training stopped because its loss (training or validation) is no longer a finite number;
+    the run keeps its last checkpoint and is not marked finished."""
+
+
 def need(ok: bool, message: str) -> None:
     """Raise ConfigError(message) unless ok."""
     if not ok:

@@ -356,7 +356,20 @@ class CfCHead(_NCPSHead):
 
 @register("ltc")
 class LTCHead(_NCPSHead):
+    """LTC from ncps.torch, whose fused solver divides by the elapsed time (cm / (dt / unfolds)).
+
+    A zero gap is real here: a window at an episode's start repeats its first frame at the same
+    time. Its limit (dt -> 0: the capacitance term dominates, the state does not move) is taken
+    exactly; the solver sees a positive gap so that neither branch of the choice is NaN (0 * inf
+    in the backward pass otherwise)."""
+
     ncps_cls = LTC
+
+    def _cell(self, x_t: Tensor, h: Tensor, dt: Tensor) -> tuple[Tensor, Tensor]:
+        moved = dt > 0
+        y, h_new = super()._cell(x_t, h, torch.where(moved, dt, torch.ones_like(dt)))
+        h_new = torch.where(moved, h_new, h)
+        return torch.where(moved, y, self.ncps.rnn_cell._map_outputs(h)), h_new
 
 
 @register("ctrnn")

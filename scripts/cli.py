@@ -13,7 +13,7 @@ import sys
 from typing import NoReturn, Sequence
 
 from datasets.demos import DataError
-from nac.config import ConfigError
+from nac.config import ConfigError, TrainingDiverged
 
 # Subcommand modules, in the order `nacdrive --help` lists them.
 COMMANDS = ("quickstart", "collect", "train", "dagger", "evaluate", "study", "record", "explain", "drive", "sim", "expert", "bench")
@@ -49,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, DataError, FileNotFoundError, FileExistsError, NotADirectoryError) as exc:
         print(f"nacdrive {args.command}: {exc}", file=sys.stderr)
         return 2
+    except TrainingDiverged as exc:
+        print(f"nacdrive {args.command}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as exc:
         print(f"\nnacdrive {args.command}: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
         return 130

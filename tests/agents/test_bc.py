@@ -21,6 +21,8 @@ from agents.policy import DrivingPolicy, load_run
 from datasets.demos import DataError, Episode
 from datasets.windows import FrameStore, FrameWindows
 from nac import ConfigError
+from nac.config import TrainingDiverged
+from scripts.cli import main
 
 
 def _cfg(data, out, **kw):
@@ -170,6 +172,35 @@ def test_bad_input_ends_with_a_clear_message(tiny_demos, tiny_demos_continuous, 
     train(_cfg(tiny_demos, tmp_path / "gru", epochs=1), quiet=True)
     with pytest.raises(ConfigError, match="different network"):
         train(_cfg(tiny_demos, tmp_path / "lstm", head="lstm", init_from=str(tmp_path / "gru")), quiet=True)
+
+
+def test_a_loss_that_is_not_finite_stops_training_with_one_line(tiny_demos, tmp_path, monkeypatch, capsys):
+    """A NaN loss (a head whose arithmetic broke, as LTC's did on zero time gaps) stops the run at
+    that step: no further step is wasted on it, the run is not marked finished, the command says so
+    in one line; a validation loss that is not finite stops it likewise, and no NaN weights become best."""
+    original, calls = bc.CarRacingTask.loss, {"n": 0}
+
+    def breaks_at_step_3(self, model, batch, device):
+        calls["n"] += 1
+        loss, figures = original(self, model, batch, device)
+        return (loss * float("nan") if calls["n"] == 3 else loss), figures
+
+    monkeypatch.setattr(bc.CarRacingTask, "loss", breaks_at_step_3)
+    with pytest.raises(TrainingDiverged, match=r"gru diverged: the training loss is nan at epoch 1, batch 2 \(step 2\)"):
+        train(_cfg(tiny_demos, tmp_path / "run"), quiet=True)
+    assert calls["n"] == 3 and not (tmp_path / "run" / "metrics.json").is_file()
+    calls["n"] = 0
+    assert main(["train", "--data", tiny_demos, "--out", str(tmp_path / "cli"), "--head", "gru", "--window", "4", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("nacdrive")]
+    assert "Traceback" not in err and len(said) == 1 and said[0].startswith("nacdrive train: gru diverged: the training loss is nan") and "--lr" in said[0]
+
+    monkeypatch.setattr(bc.CarRacingTask, "loss", original)
+    monkeypatch.setattr(bc.CarRacingTask, "validate", lambda self, device: {"val_loss": float("inf"), "val_accuracy": 0.0})
+    with pytest.raises(TrainingDiverged, match="the validation loss is inf after epoch 1"):
+        train(_cfg(tiny_demos, tmp_path / "val"), quiet=True)
+    state = json.loads((tmp_path / "val" / "train_state.json").read_text()) if (tmp_path / "val" / "train_state.json").is_file() else {"done": False}
+    assert not state["done"] and not (tmp_path / "val" / "best.safetensors").is_file()
 
 
 def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):

@@ -83,6 +83,26 @@ def test_heads_that_accept_time_use_it_and_the_others_ignore_it(name):
     assert changed == (name in TIMED)
 
 
+@pytest.mark.parametrize("name", sorted(TIMED))
+def test_a_window_padded_at_an_episode_start_is_finite_and_holds_still(name):
+    """A window at an episode's start repeats its first frame at the same time (gaps of zero):
+    outputs and gradients stay finite (LTC's solver divides by the gap), and an ODE cell's last
+    output equals that of the window without the repeats (no time passed: nothing happened)."""
+    torch.manual_seed(0)
+    head = build_head(name, input_dim=10, d_model=16, num_heads=4, causal=True).eval()
+    x = torch.randn(2, 3, 10)
+    padded = torch.cat([x[:, :1].expand(2, 5, 10), x[:, 1:]], 1)  # the first frame seen 5 times
+    ts = torch.tensor([[0.0, 1.0, 2.0], [0.0, 1.5, 2.5]])
+    ts_padded = torch.cat([ts[:, :1].expand(2, 5), ts[:, 1:]], 1)
+    params = [p for p in head.parameters() if p.requires_grad]
+    y = head(padded.requires_grad_(), ts_padded)
+    grads = torch.autograd.grad(y.square().sum(), params, allow_unused=True)
+    assert torch.isfinite(y).all() and all(g is None or torch.isfinite(g).all() for g in grads)
+    if name in ("ltc", "ctrnn"):  # ODE cells: a zero gap leaves the state where it was (CfC's closed form does not)
+        with torch.no_grad():
+            assert torch.allclose(head(padded, ts_padded), head(x, ts), atol=1e-5)
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_every_head_learns_a_toy_sequence_task(name):
     """Target: the mean of feature 0 over the sequence (needs every step, not just the last)."""
