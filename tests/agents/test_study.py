@@ -212,6 +212,37 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
         run_study(tiny(moved, workers=2), quiet=True)
 
 
+def test_a_run_that_diverges_is_reported_not_retried_and_not_driven(process_study, tmp_path, monkeypatch):
+    """A run whose loss stops being finite does not stop the study: it is recorded as diverged with
+    the reason, gets no episodes (its weights mean nothing), is not trained again when the study
+    continues, and the report names it instead of averaging it in."""
+    from agents import bc
+
+    out, _ = process_study
+    shutil.copytree(out / "demos", tmp_path / "s" / "demos")  # the same demonstrations: no recording
+    original = bc.CarRacingTask.loss
+
+    def lstm_breaks(self, model, batch, device):
+        loss, figures = original(self, model, batch, device)
+        return (loss * float("nan") if self.label == "lstm" else loss), figures
+
+    monkeypatch.setattr(bc.CarRacingTask, "loss", lstm_breaks)
+    cfg = tiny(tmp_path / "s", workers=1, seeds=1, variants={"base": {**TINY, "dagger_rounds": 0}})
+    data = run_study(cfg, quiet=True)
+    lstm = data["runs"]["base/lstm/seed0"]
+    assert lstm["done"] and lstm["diverged"].startswith("lstm diverged: the training loss is nan at epoch 1, batch 0")
+    assert not data["runs"]["base/nac/seed0"].get("diverged")
+    assert sorted({e["run"] for e in data["episodes"]}) == ["base/nac/seed0", "expert"]
+    monkeypatch.setattr(bc.CarRacingTask, "loss", original)
+    state = (tmp_path / "s/runs/base/lstm/seed0").stat().st_mtime_ns
+    assert run_study(cfg, quiet=True)["episodes"] == data["episodes"]  # not retrained, not driven
+    assert (tmp_path / "s/runs/base/lstm/seed0").stat().st_mtime_ns == state
+    build(tmp_path / "s", reps=50)
+    text = (tmp_path / "s/report/report.md").read_text()
+    assert "Runs that diverged (1;" in text and "- base/lstm/seed0: lstm diverged" in text
+    assert "| nac | 1 x 2 |" in text and "| lstm |" not in text
+
+
 def test_the_report_is_rebuilt_from_study_json_alone(process_study, tmp_path):
     out, _ = process_study
     build(out, reps=200)
