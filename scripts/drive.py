@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--speed", type=positive_float, help="target speed in mph (default: the speed the run predicts for each frame "
                    "if it was trained with --speed-output, else 15, lowered in sharp turns)")
     p.add_argument("--max-steer", type=positive_float, default=1.0, help="clip steering to +-this (default 1)")
+    p.add_argument("--turn-slowdown", type=float, default=0.5, metavar="S", help="with a fixed --speed: the target drops by this "
+                   "share at full steering lock, in proportion below it (default 0.5; 0: the same speed in bends)")
     p.add_argument("--record", metavar="DIR", help="record frames and driving_log.csv (simulator format) into a new folder")
     p.add_argument("--weights", default="best", choices=("best", "last"), help="which weights (default best)")
     p.set_defaults(func=run)
@@ -34,5 +36,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from sim_bridge.server import BridgeConfig, serve_run
 
-    serve_run(args.run, BridgeConfig(host=args.host, port=args.port, speed=args.speed, max_steer=args.max_steer, record=args.record), args.weights)
+    serve_run(args.run, BridgeConfig(host=args.host, port=args.port, speed=args.speed, max_steer=args.max_steer, turn_slowdown=args.turn_slowdown, record=args.record), args.weights)
     return 0

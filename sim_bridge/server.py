@@ -167,6 +167,7 @@ class BridgeConfig:
     speed: float | None = None  # target speed, mph (the simulator's top speed is about 30); None: the speed the run
     # predicts for each frame if it learned one (PilotNet speed_output), else DEFAULT_SPEED
     max_steer: float = 1.0  # steering commands are clipped to [-max_steer, max_steer]
+    turn_slowdown: float = 0.5  # a fixed target drops by this share at full steering lock (SpeedController)
     record: str | None = None  # folder for frames + driving_log.csv
     status_every: float = 1.0  # seconds between status lines (0: none)
 
@@ -174,6 +175,7 @@ class BridgeConfig:
         need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
         need(self.speed is None or 0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
         need(0 < self.max_steer <= 1, f"max steer must be in (0, 1] (got {self.max_steer})")
+        need(0 <= self.turn_slowdown < 1, f"turn slowdown must be in [0, 1) (got {self.turn_slowdown})")
 
 
 DEFAULT_SPEED = 15.0  # mph, the target for a run that does not predict its speed
@@ -266,7 +268,7 @@ class DriveBridge:
             if self.learned_speed:  # the prediction already slows for bends: no further cut by the steering
                 controller = SpeedController(target=DEFAULT_SPEED, turn_slowdown=0.0)
             else:
-                controller = SpeedController(target=self.target_speed)
+                controller = SpeedController(target=self.target_speed, turn_slowdown=self.cfg.turn_slowdown)
             drive = self.drives[sid] = _Drive(copy.deepcopy(self.policy), controller)
         return drive
 

@@ -86,6 +86,7 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["study", "--report", "/nonexistent"], "/nonexistent not found"),
         (["evaluate", "agents/pretrained/nac", "--ray", "127.0.0.1:1"], "cannot reach the Ray cluster"),
         (["sim", "--port", "1"], "no bridge answers at 127.0.0.1:1"),
+        (["drive", "/nonexistent", "--turn-slowdown", "1"], "turn slowdown must be in [0, 1) (got 1.0)"),
     ],
 )
 def test_bad_training_and_evaluation_input_is_one_line(argv, expected):
@@ -116,15 +117,27 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     assert dag["rounds"][0]["trained"] and dag["rounds"][0]["seeds"] == [1_001_000]  # --seed 1 moves every seed
     assert [e["seed"] for e in json.loads((out / "demos" / "manifest.json").read_text())["episodes"]] == [1000, 1001]
     train = json.loads((out / "nac" / "config.json").read_text())["train"]
-    assert train["seed"] == 1 and (train["stride_jitter"], train["regular_share"]) == (1, 0.0) and "regular frame gaps" in report
+    assert train["seed"] == 1 and (train["stride_jitter"], train["regular_share"]) == (3, 0.5) and "gaps of 1..3 steps" in report
 
 
-def test_the_quickstart_trains_by_its_gap_options():
+def test_the_quickstart_recipe_depends_on_the_action_space_and_on_whether_the_head_is_told_the_times():
+    """Continuous: 50 demonstrations, 4 epochs, and the mix of frame gaps for heads given the frames'
+    times (NAC's measured recipe), regular windows for the others; discrete: 30 and 6, regular.
+    What the user gives wins."""
     from agents.quickstart import QuickstartConfig
 
-    t = QuickstartConfig(stride_jitter=3, regular_share=0.5, seed=2).train_config("d", "r")
-    assert (t.stride_jitter, t.regular_share, t.seed, t.epochs) == (3, 0.5, 2, 6)
-    assert t.net == {}  # continuous actions: the rate window is for discrete ones
+    def recipe(**kw):
+        q = QuickstartConfig(**kw)
+        t = q.train_config("d", "r")
+        return q.episodes, t.epochs, t.stride_jitter, t.regular_share
+
+    assert recipe() == recipe(head="cfc") == (50, 4, 3, 0.5)
+    assert recipe(head="lstm") == recipe(head="mha") == (50, 4, 1, 0.0)
+    assert recipe(continuous=False) == recipe(continuous=False, head="lstm") == (30, 6, 1, 0.0)
+    assert recipe(episodes=20, train_epochs=2, stride_jitter=1) == (20, 2, 1, 0.5)
+    assert recipe(head="gru", stride_jitter=2, regular_share=0.25) == (50, 4, 2, 0.25)
+    t = QuickstartConfig(seed=2).train_config("d", "r")
+    assert t.seed == 2 and t.net == {}  # continuous actions: the rate window is for discrete ones
 
 
 def test_the_discrete_quickstart_learns_action_rates_unless_told_not_to():

@@ -293,7 +293,8 @@ def test_a_run_that_predicts_its_speed_drives_toward_that_speed_unless_told_one(
     steer, speed = net.predict(torch.zeros(2, 3, 66, 200, dtype=torch.uint8))
     assert speed.tolist() == pytest.approx([20.0, 20.0]) and steer.shape == (2,)
     net.save(tmp_path / "run", "best", {"train": {}})
-    for extra, expected in (((), SpeedController(target=20.0, turn_slowdown=0.0)), (("--speed", "15"), SpeedController(target=15.0))):
+    for extra, expected in (((), SpeedController(target=20.0, turn_slowdown=0.0)), (("--speed", "15"), SpeedController(target=15.0)),
+                            (("--speed", "25", "--turn-slowdown", "0.8"), SpeedController(target=25.0, turn_slowdown=0.8))):
         port, proc = _serve(tmp_path, *extra)
         c = UnityLikeClient(port=port)
         try:
