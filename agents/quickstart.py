@@ -24,6 +24,22 @@ from agents.video import RecordConfig, record_video
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
 from nac.config import need
+from nac.heads import HEADS
+
+
+def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
+    """The defaults of the quick start, as measured (docs/results.md).
+
+    Continuous: the shipped policies' recipe (50 demonstrations, 4 epochs; agents/pretrained/README.md),
+    and for heads told the frames' times a mix of windows, half with regular gaps and half with gaps of
+    1..3 steps: every NAC run of it drove at the expert's level (run means 927.6-927.7, 149 laps of
+    150: 'Robustness'), where regular windows lost 18 % of NAC's laps; the heads without a time input
+    (LSTM, GRU, MHA) see every gap as one step and lost laps on the mix, so they keep regular windows.
+    Discrete: the discrete expert plans (26 ms a step), so 30 demonstrations and 6 epochs."""
+    if continuous:
+        mix = getattr(HEADS.get(head), "accepts_time", False)
+        return {"episodes": 50, "train_epochs": 4, "stride_jitter": 3 if mix else 1, "regular_share": 0.5 if mix else 0.0}
+    return {"episodes": 30, "train_epochs": 6, "stride_jitter": 1, "regular_share": 0.0}
 
 
 @dataclass
@@ -34,13 +50,13 @@ class QuickstartConfig:
     rate_window: int = 4  # discrete only: learn each action's rate over t-R..t+R and drive by diffusing the rates (0: the
     # expert's action itself, argmax). The best discrete recipe measured: 547 and 629 with DAgger, 3 laps of 20, where the
     # class-weighted actions never finished a lap (P(rates > actions) 0.82 [0.75, 0.90]; docs/results.md, 'Discrete actions')
-    episodes: int = 30  # expert demonstrations (seeds 0 ..)
-    train_epochs: int = 6  # behaviour cloning (about 3.5 minutes on 2 quiet cores)
+    # None: the recipe measured best for the action space and head (RECIPES, below)
+    episodes: int | None = None  # expert demonstrations (seeds 1000 * seed ..)
+    train_epochs: int | None = None  # behaviour cloning
     train_minutes: float | None = None  # stop it after this many minutes (None: no cap; a cap makes the recipe depend
     # on the machine: two quick starts at once on 2 cores got 4 epochs instead of 6 and drove 577 and 708 instead of 816)
-    stride_jitter: int = 1  # > 1: training windows with frame gaps of 1..J steps (true timestamps kept), for a share ...
-    regular_share: float = 0.0  # ... 1 - P of them (train --stride-jitter / --regular-share). 3 and 0.5 made every NAC run of
-    # the full recipe drive its laps and hold with dropped frames, but at this scale (30 demonstrations) cost laps: docs/results.md
+    stride_jitter: int | None = None  # > 1: training windows with frame gaps of 1..J steps (true timestamps kept), for a share ...
+    regular_share: float | None = None  # ... 1 - P of them (train --stride-jitter / --regular-share)
     dagger_rounds: int = 2  # DAgger rounds (the pretrained policies' recipe)
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
     dagger_epochs: int = 2  # training after the DAgger round (about 2 minutes)
@@ -52,6 +68,10 @@ class QuickstartConfig:
     seed: int = 0  # one seed for the whole job: demonstrations from seed 1000 * S, training seed S, DAgger rollouts from 1 000 000 + 1000 * S
 
     def __post_init__(self) -> None:
+        recipe = recipe_for(self.continuous, self.head)
+        for name, value in recipe.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
         need(self.episodes >= 2, f"episodes must be >= 2 (one is held out for validation; got {self.episodes})")
         need(all(m is None or m > 0 for m in (self.train_minutes, self.dagger_minutes)), "training minutes must be > 0")
         need(self.train_epochs >= 1 and self.dagger_epochs >= 1, "training epochs must be >= 1")

@@ -26,11 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rate-window", type=non_negative_int, help="with --discrete: learn each action's rate over the steps "
                    "t-R..t+R and drive by pulsing at those rates (default 4, the best discrete recipe measured); 0: the expert's "
                    "action itself, driven by argmax")
-    p.add_argument("--episodes", type=positive_int, default=30, help="expert demonstrations (default 30)")
-    p.add_argument("--train-epochs", type=positive_int, default=6, help="behaviour-cloning epochs (default 6)")
+    p.add_argument("--episodes", type=positive_int, help="expert demonstrations (default 50; 30 with --discrete, whose expert plans)")
+    p.add_argument("--train-epochs", type=positive_int, help="behaviour-cloning epochs (default 4; 6 with --discrete)")
     p.add_argument("--train-minutes", type=positive_float, help="stop behaviour cloning after this many minutes (default: no cap, "
                    "so that the recipe is the same on any machine)")
-    add_gap_flags(p)
+    add_gap_flags(p, recipe_default=True)
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-epochs", type=positive_int, default=2, help="training epochs after the DAgger round (default 2)")
