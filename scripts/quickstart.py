@@ -11,7 +11,7 @@ from scripts.args import add_gap_flags, non_negative_int, positive_float, positi
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "quickstart",
-        help="record demonstrations, train a NAC policy, DAgger, evaluate, video, report (about 11 min on 2 CPU cores)",
+        help="record demonstrations, train a NAC policy, DAgger, evaluate, video, report (about 9.5 min on 2 CPU cores)",
         description=(
             "From nothing to a CNN + NAC policy driving CarRacing-v3: records demonstrations with the privileged "
             "track expert, behaviour-clones the policy on CPU, runs two DAgger rounds, evaluates it on held-out "
