@@ -160,6 +160,7 @@ class StudyConfig:
     workers: int = 0  # local processes; 0 = up to 2
     ray: str | None = None  # Ray cluster address, or "local"; None: local processes
     speed: float | None = None  # udacity: the bridge's target speed, mph (drive --speed); None: the run's learned speed, else 15
+    turn_slowdown: float = 0.5  # udacity: the share by which a fixed target drops at full steering lock (drive --turn-slowdown)
 
     def __post_init__(self) -> None:
         need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
@@ -174,6 +175,7 @@ class StudyConfig:
                 extra = sorted(set(overrides) - UDACITY_FIELDS)
                 need(not extra, f"variant {name!r}: {', '.join(extra)} not a recipe field of PilotNet runs (udacity: {', '.join(sorted(UDACITY_FIELDS))})")
             need(self.speed is None or 0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
+            need(0 <= self.turn_slowdown < 1, f"turn slowdown must be in [0, 1) (got {self.turn_slowdown})")
         need(len(set(self.heads)) == len(self.heads), "a head is given twice")
         need(self.seeds >= 1 and self.first_seed >= 0, "seeds must be >= 1 and first_seed >= 0")
         need(bool(self.variants), "give at least one variant")
@@ -314,7 +316,7 @@ class StudyFile:
         """A study may grow (heads, seeds, episodes, levels, variants) but not change what its
         finished runs were trained and evaluated with."""
         old = self.data["config"]
-        for name in ("task", "demos", "continuous", "expert", "seed_start", "max_steps", *(("speed",) if cfg.task == "udacity" else ())):
+        for name in ("task", "demos", "continuous", "expert", "seed_start", "max_steps", *(("speed", "turn_slowdown") if cfg.task == "udacity" else ())):
             was = old.get(name, StudyConfig.__dataclass_fields__[name].default)  # fields added later: their default
             need(was == getattr(cfg, name), f"{self.path} was made with {name}={was!r}, not {getattr(cfg, name)!r}; use another --out")
         for v, overrides in cfg.variants.items():

@@ -58,6 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--perturb", action="append", default=[], metavar="KIND=LEVEL", help="also evaluate at this perturbation level (repeatable; see nacdrive evaluate --help)")
     p.add_argument("--speed", type=positive_float, help="udacity: the bridge's target speed in mph (drive --speed; default: "
                    "the speed a run predicts, net.speed_output=true, else 15)")
+    p.add_argument("--turn-slowdown", type=float, default=0.5, metavar="S", help="udacity, with --speed: the target drops by this share "
+                   "at full steering lock (drive --turn-slowdown; default 0.5)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="local processes, each one training run or episode at a time (default: up to 2)")
     add_ray_flag(p, "the training runs and episodes")
     p.add_argument("--reps", type=positive_int, default=2000, help="bootstrap resamples for the intervals (default 2000)")
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = StudyConfig(
         out=str(args.out), heads=args.heads, seeds=args.seeds, first_seed=args.first_seed, variants=variants, demos=args.demos,
         continuous=not args.discrete, episodes=args.episodes, perturb_episodes=args.perturb_episodes, seed_start=args.seed_start, levels=[CLEAN, *args.perturb],
-        max_steps=args.max_steps, workers=args.workers, ray=args.ray, task=args.task, speed=args.speed,
+        max_steps=args.max_steps, workers=args.workers, ray=args.ray, task=args.task, speed=args.speed, turn_slowdown=args.turn_slowdown,
     )
     kind = None
     if cfg.task == "udacity":

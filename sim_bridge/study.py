@@ -59,12 +59,13 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def serve(path: str, port: str, speed: str) -> None:
-    """A bridge for one run, as `nacdrive drive RUN --port P --speed S` serves it (silently)."""
+def serve(path: str, port: str, speed: str, turn_slowdown: str = "0.5") -> None:
+    """A bridge for one run, as `nacdrive drive RUN --port P --speed S --turn-slowdown T` serves it (silently)."""
     from sim_bridge.server import BridgeConfig, serve_run
 
     with open(os.devnull, "w") as sink:
-        serve_run(path, BridgeConfig(port=int(port), speed=None if speed == "None" else float(speed), status_every=0), out=sink)
+        cfg = BridgeConfig(port=int(port), speed=None if speed == "None" else float(speed), turn_slowdown=float(turn_slowdown), status_every=0)
+        serve_run(path, cfg, out=sink)
 
 
 def _wait_listening(port: int, proc: subprocess.Popen, timeout: float) -> None:
@@ -82,7 +83,7 @@ def _wait_listening(port: int, proc: subprocess.Popen, timeout: float) -> None:
 EPISODE_ATTEMPTS = 3  # a bridge that dies mid-episode (killed, out of memory) costs a redo, not the study
 
 
-def episode(job: tuple[str, float | None, int, int]) -> dict[str, Any]:
+def episode(job: tuple[str, float | None, int, int, float]) -> dict[str, Any]:
     """One held-out episode (a task): a bridge process for the run, the stand-in drives through it.
     The episode is deterministic, so one cut short by a lost bridge is driven again from its start."""
     for attempt in range(1, EPISODE_ATTEMPTS + 1):
@@ -94,11 +95,11 @@ def episode(job: tuple[str, float | None, int, int]) -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
-def _episode_once(job: tuple[str, float | None, int, int]) -> dict[str, Any]:
-    path, speed, max_steps, seed = job
+def _episode_once(job: tuple[str, float | None, int, int, float]) -> dict[str, Any]:
+    path, speed, max_steps, seed, turn_slowdown = job
     port = free_port()
     code = "import sys; from sim_bridge.study import serve; serve(*sys.argv[1:])"
-    proc = subprocess.Popen([sys.executable, "-c", code, path, str(port), str(speed)],
+    proc = subprocess.Popen([sys.executable, "-c", code, path, str(port), str(speed), str(turn_slowdown)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
         _wait_listening(port, proc, BRIDGE_START_S)
@@ -118,6 +119,6 @@ def _episode_once(job: tuple[str, float | None, int, int]) -> dict[str, Any]:
 
 UDACITY = StudyKind(
     record=record, train=train_run, episode=episode,
-    episode_job=lambda cfg, path, level, seed: (path, cfg.speed, cfg.max_steps, seed),
+    episode_job=lambda cfg, path, level, seed: (path, cfg.speed, cfg.max_steps, seed, cfg.turn_slowdown),
     training_seeds=lambda path: recorded_seeds(training_data(path)),
 )

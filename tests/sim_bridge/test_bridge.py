@@ -1,6 +1,7 @@
 """The live bridge, against a client that behaves as the simulator's Unity client and against a
 standard python-socketio client."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -262,7 +263,7 @@ def test_a_udacity_study_trains_pilotnet_heads_and_drives_them_through_the_bridg
     from sim_bridge.study import UDACITY
 
     cfg = StudyConfig(out=str(tmp_path / "s"), task="udacity", heads=["dense", "gru"], seeds=1, demos=2, episodes=2,
-                      seed_start=100, max_steps=40, workers=2, speed=20.0,
+                      seed_start=100, max_steps=40, workers=2, speed=20.0, turn_slowdown=0.8,
                       variants={"base": {"epochs": 1, "batch_size": 16, "net": {"d_model": 16}}})
     data = run_study(cfg, quiet=True, kind=UDACITY)
     assert sorted(data["runs"]) == ["base/dense/seed0", "base/gru/seed0"]
@@ -273,11 +274,16 @@ def test_a_udacity_study_trains_pilotnet_heads_and_drives_them_through_the_bridg
     assert all(e["length"] == 40 and e["step_ms_p50"] > 0 for e in eps)  # driven through a bridge, every step answered
     again = run_study(cfg, quiet=True, kind=UDACITY)
     assert again["episodes"] == data["episodes"]
+    assert UDACITY.episode_job(cfg, "RUN", "none", 100) == ("RUN", 20.0, 40, 100, 0.8)  # each episode's bridge gets the study's controller
+    with pytest.raises(ConfigError, match="was made with turn_slowdown=0.8, not 0.5"):
+        run_study(dataclasses.replace(cfg, turn_slowdown=0.5), quiet=True, kind=UDACITY)
     build(tmp_path / "s", reps=100)
     text = (tmp_path / "s/report/report.md").read_text()
     assert "validation MSE" in text and "| dense | 1 x 2 |" in text
     with pytest.raises(ConfigError, match="no --perturb"):
         StudyConfig(out="x", task="udacity", levels=["none", "drop=0.2"])
+    with pytest.raises(ConfigError, match=r"turn slowdown must be in \[0, 1\) \(got 1.0\)"):
+        StudyConfig(out="x", task="udacity", turn_slowdown=1.0)
     with pytest.raises(ConfigError, match="dagger_rounds not a recipe field of PilotNet runs"):
         StudyConfig(out="x", task="udacity", variants={"b": {"dagger_rounds": 0}})
     with pytest.raises(ConfigError, match="needs its StudyKind"):
