@@ -63,7 +63,7 @@ class Demos:
     episodes: dict[str, Episode]
 
     @classmethod
-    def load(cls, folders: list[str]) -> "Demos":
+    def load(cls, folders: list[str], quiet: bool = False) -> "Demos":
         sets = [DemoSet(f) for f in folders]
         spaces = {s.manifest.get("action_space") for s in sets}
         if len(spaces) != 1:
@@ -72,7 +72,7 @@ class Demos:
         for s in sets:
             if not s.episodes:
                 raise DataError(f"{s.dir} holds no episodes yet; record some with 'nacdrive collect'")
-            for ep in tqdm(s.load(), desc=f"loading {s.dir.name}", unit="ep", leave=False):
+            for ep in tqdm(s.load(), desc=f"loading {s.dir.name}", unit="ep", leave=False, disable=quiet):
                 episodes[f"{s.dir.name}:{ep.seed}"] = ep
         return cls(spaces.pop(), episodes)
 
@@ -286,11 +286,11 @@ def train_carracing(cfg: TrainConfig, resume: bool = False, quiet: bool = False,
     cfg = prepare_run(cfg, resume)
     if cfg.folds > 1:
         return _train_folds(cfg, resume, quiet)
-    return _train_one(cfg, Demos.load(cfg.data), None, resume, quiet, restart_best)
+    return _train_one(cfg, Demos.load(cfg.data, quiet), None, resume, quiet, restart_best)
 
 
 def _train_folds(cfg: TrainConfig, resume: bool, quiet: bool) -> dict[str, Any]:
-    demos = Demos.load(cfg.data)
+    demos = Demos.load(cfg.data, quiet)
     splits = kfold_by_episode(sorted(demos.episodes), cfg.folds, cfg.seed)
     run = Path(cfg.out)
     run.mkdir(parents=True, exist_ok=True)
