@@ -50,7 +50,7 @@ class QuickstartConfig:
     rate_window: int = 4  # discrete only: learn each action's rate over t-R..t+R and drive by diffusing the rates (0: the
     # expert's action itself, argmax). The best discrete recipe measured: 547 and 629 with DAgger, 3 laps of 20, where the
     # class-weighted actions never finished a lap (P(rates > actions) 0.82 [0.75, 0.90]; docs/results.md, 'Discrete actions')
-    # None: the recipe measured best for the action space and head (RECIPES, below)
+    # None: the recipe measured best for the action space and head (recipe_for, above)
     episodes: int | None = None  # expert demonstrations (seeds 1000 * seed ..)
     train_epochs: int | None = None  # behaviour cloning
     train_minutes: float | None = None  # stop it after this many minutes (None: no cap; a cap makes the recipe depend

@@ -405,6 +405,10 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     # 1. one demonstration set per steering noise of the recipes, recorded once (and only if a run on it still needs training)
     runs = cfg.runs()
 
+    def entry(run: dict[str, Any]) -> dict[str, Any]:
+        """The run's record in study.json ({} before it is trained)."""
+        return study.data["runs"].get(run["key"], {})
+
     def noise(run: dict[str, Any]) -> float:
         return study.recipe(run["variant"]).noise
 
@@ -414,12 +418,12 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
 
     for run in runs:  # a finished run with episodes still to drive and no weights here (study.json moved without it)
         weights = (cfg.run_dir(run["key"]) / "best.safetensors").is_file()
-        if study.data["runs"].get(run["key"], {}).get("done") and not study.data["runs"][run["key"]].get("diverged") and missing(run) and not weights:
+        if entry(run).get("done") and not entry(run).get("diverged") and missing(run) and not weights:
             # is trained again; its recorded episodes go, since they came from weights that no longer exist
             print(f"{run['key']}: its weights are not in {cfg.run_dir(run['key'])} and it has episodes to drive: training it again", flush=True)
             study.forget(run["key"])
     study.save()
-    for level in sorted({noise(r) for r in runs if not study.data["runs"].get(r["key"], {}).get("done")}):
+    for level in sorted({noise(r) for r in runs if not entry(r).get("done")}):
         kind.record(cfg, level)
 
     # 2. the task list: training runs not finished, episodes not driven
@@ -443,9 +447,9 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     ready_eval: list[Task] = []
     ready_train: list[Task] = []
     for run in runs:
-        if study.data["runs"].get(run["key"], {}).get("diverged"):
+        if entry(run).get("diverged"):
             continue  # reported as such; nothing to drive
-        if study.data["runs"].get(run["key"], {}).get("done"):
+        if entry(run).get("done"):
             tasks = episode_tasks(run)
             if tasks:  # a finished run with every episode recorded needs nothing more, not even its folder
                 _check_not_trained_on(cfg, run, kind)
@@ -458,7 +462,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     ]
     ready_eval = expert_tasks + ready_eval
 
-    total_eps = sum(not study.data["runs"].get(r["key"], {}).get("diverged") for r in runs) * sum(len(cfg.eval_seeds(level)) for level in cfg.levels) + len(seeds)
+    total_eps = sum(not entry(r).get("diverged") for r in runs) * sum(len(cfg.eval_seeds(level)) for level in cfg.levels) + len(seeds)
     progress = _Progress(study, [r["key"] for r in runs], total_eps, capacity, quiet)
     running: dict[Any, str] = {}
 

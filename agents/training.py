@@ -44,7 +44,6 @@ LOSSES = ("mse", "l1")
 STATE = "train_state"
 
 
-
 @dataclass
 class TrainConfig:
     """Training of one policy network (`nacdrive train`); the CarRacing-only fields say so."""
