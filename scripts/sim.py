@@ -27,7 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--record", metavar="DIR", help="training mode: the expert drives; record into this new folder")
     p.add_argument("--noise", type=float, default=0.0, metavar="S",
                    help="training mode: the car executes the expert's steering plus a slowly varying offset of std S (the "
-                   "recorded label stays the expert's), so the recording shows recoveries (DART; default 0, try 0.3)")
+                   "recorded label stays the expert's), so the recording shows recoveries (DART; default 0; 0.3 was too much: the expert finished none of its laps)")
+    p.add_argument("--policy-share", type=float, default=0.0, metavar="P",
+                   help="training mode with a bridge ('nacdrive drive RUN' at --host / --port): each step, with probability P "
+                   "the car executes the bridge's reply instead of the expert's action, the label staying the expert's (DAgger: "
+                   "the recording shows how to drive on from where the policy takes the car; default 0)")
     p.add_argument("--json", metavar="FILE", help="autonomous mode: write the statistics, per-seed returns and the bridge's figures as JSON")
     p.set_defaults(func=run)
 
@@ -35,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from sim_bridge.carracing_sim import SimConfig, drive_autonomous, record_training, to_markdown
 
-    cfg = SimConfig(host=args.host, port=args.port, seed=args.seed, episodes=args.episodes, max_steps=args.max_steps, record=args.record, noise=args.noise)
+    cfg = SimConfig(host=args.host, port=args.port, seed=args.seed, episodes=args.episodes, max_steps=args.max_steps, record=args.record, noise=args.noise,
+                    policy_share=args.policy_share)
     if cfg.record:
         r = record_training(cfg)
         print(f"recorded {r['rows']} frames into {r['folder']} (driving_log.csv + IMG/)")

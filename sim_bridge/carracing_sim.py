@@ -51,11 +51,17 @@ class SimConfig:
     record: str | None = None  # training mode: the expert drives, frames + driving_log.csv go here
     noise: float = 0.0  # training mode: std of a slowly varying offset added to the steering the car executes, never to
     # the label (DART, Laskey et al. 2017): the car drifts off the line and the recording shows the expert bringing it back
+    policy_share: float = 0.0  # training mode: each step, with this probability the car executes the reply of the bridge at
+    # host:port (a trained policy driving, as in DAgger, Ross et al. 2011) instead of the expert's action; the label stays the
+    # expert's, so the recording shows what to do in the places the policy drives itself into
 
     def __post_init__(self) -> None:
         need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
         need(self.episodes >= 1 and self.max_steps >= 1, "episodes and max-steps must be >= 1")
         need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
+        need(0.0 <= self.policy_share <= 1.0, f"policy share must be in [0, 1] (got {self.policy_share})")
+        need(not (self.policy_share and self.noise), "give --noise or --policy-share, not both (one way to leave the expert's line at a time)")
+        need(self.record is not None or not (self.policy_share or self.noise), "--noise and --policy-share are for training mode (--record DIR)")
 
 
 # The stand-in records the track expert with its earlier, longer look-ahead (6 + 0.25 x speed), not
@@ -77,6 +83,7 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
     out = Path(cfg.record).resolve()
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty; record into a new folder (nothing is ever overwritten)")
+    client = connect(cfg) if cfg.policy_share else None
     (out / "IMG").mkdir(parents=True, exist_ok=True)
     env = make_sim_env(cfg.max_steps)
     rows = 0
@@ -87,7 +94,9 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
             expert = TrackFollowingExpert(env, RECORDING_EXPERT)
             expert.reset()
             drift = SteeringDrift(cfg.noise, cfg.seed + ep)
+            who = np.random.default_rng([cfg.seed + ep, 1])  # which steps the policy drives (policy_share)
             clock += timedelta(minutes=1)
+            executed = np.zeros(3, dtype=np.float32)
             while True:
                 frame = camera(env)
                 action = np.asarray(expert.select_action(None), dtype=np.float32)  # the label: what the expert would do
@@ -98,9 +107,17 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
                 log.write(f"{path}, , , {float(action[0]):.6f}, {float(action[1]):.6f}, {float(action[2]):.6f}, {speed:.4f}\n")
                 rows += 1
                 clock += timedelta(milliseconds=1000 / 15)  # the simulator records about 15 frames per second
-                _, _, term, trunc, _ = env.step(drift(action) if cfg.noise else action)
+                if client is not None:  # the policy sees every frame (a head with state needs them all), drives some
+                    reply = bridge_reply(client, frame, float(executed[0]) * STEER_DEG, float(executed[1] - executed[2]), speed)
+                    if who.random() < cfg.policy_share and reply is not None:
+                        steer, throttle = reply
+                        action = np.array([steer, max(0.0, throttle), max(0.0, -throttle)], dtype=np.float32)
+                executed = drift(action) if cfg.noise else action
+                _, _, term, trunc, _ = env.step(executed)
                 if term or trunc:
                     break
+    if client is not None:
+        client.close()
     env.close()
     write_json(out / SEEDS_FILE, {"seeds": list(range(cfg.seed, cfg.seed + cfg.episodes))})
     return {"rows": rows, "folder": str(out)}
@@ -116,14 +133,26 @@ def recorded_seeds(folders: list[str]) -> list[int]:
     return sorted(seeds)
 
 
-def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
-    """Autonomous mode: one telemetry -> one reply per step, through the bridge. Returns the
-    closed-loop statistics (as `nacdrive evaluate` gives them) and the bridge's own view."""
+def connect(cfg: SimConfig) -> UnityLikeClient:
     try:
-        client = UnityLikeClient(cfg.host, cfg.port)
+        return UnityLikeClient(cfg.host, cfg.port)
     except OSError as exc:  # the simulator's client waits for the server; after its timeout, say what to start
         raise ConfigError(f"no bridge answers at {cfg.host}:{cfg.port} ({exc}); start one with 'nacdrive drive RUN' first, "
                           "or give its --host / --port") from None
+
+
+def bridge_reply(client: UnityLikeClient, frame: np.ndarray, steer_deg: float, throttle: float, speed: float) -> tuple[float, float] | None:
+    """One telemetry -> (steering in [-1, 1], throttle in [-1, 1]) from the bridge; None for a reply that is not `steer`."""
+    name, reply = client.exchange(telemetry_fields(frame, steer_deg, throttle, speed))
+    if name != "steer" or not isinstance(reply, dict):
+        return None
+    return float(reply["steering_angle"]), float(reply["throttle"])  # the simulator's float.Parse of a string
+
+
+def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
+    """Autonomous mode: one telemetry -> one reply per step, through the bridge. Returns the
+    closed-loop statistics (as `nacdrive evaluate` gives them) and the bridge's own view."""
+    client = connect(cfg)
     env = make_sim_env(cfg.max_steps)
     seeds = list(range(cfg.seed, cfg.seed + cfg.episodes))
     episodes, bad_replies, rtt = [], 0, []
@@ -139,14 +168,10 @@ def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
             while True:
                 speed = car_state(env).speed * MPH_PER_UNIT
                 t0 = time.perf_counter()
-                name, reply = client.exchange(telemetry_fields(camera(env), steer_deg, throttle, speed))
+                reply = bridge_reply(client, camera(env), steer_deg, throttle, speed)
                 rtt.append((time.perf_counter() - t0) * 1e3)
-                if name != "steer" or not isinstance(reply, dict):
-                    bad_replies += 1
-                    steer, throttle = 0.0, 0.0
-                else:
-                    steer = float(reply["steering_angle"])  # the simulator's float.Parse of a string
-                    throttle = float(reply["throttle"])
+                bad_replies += reply is None
+                steer, throttle = reply or (0.0, 0.0)
                 steer_deg = steer * STEER_DEG
                 action = np.array([steer, max(0.0, throttle), max(0.0, -throttle)], dtype=np.float32)
                 _, reward, term, trunc, info = env.step(action)

@@ -328,6 +328,28 @@ def test_recording_with_noise_drifts_the_car_and_keeps_the_experts_labels(tmp_pa
         SimConfig(noise=2.0)
 
 
+def test_recording_with_a_policy_share_lets_the_bridge_drive_and_keeps_the_experts_labels(tmp_path):
+    from sim_bridge.carracing_sim import SimConfig, record_training
+
+    torch.manual_seed(0)
+    PilotNet(PilotNetConfig(head="nac", d_model=20, num_heads=4)).save(tmp_path / "run", "best", {"train": {}})
+    with pytest.raises(ConfigError, match="not both"):
+        SimConfig(record=str(tmp_path / "x"), noise=0.1, policy_share=0.5)
+    with pytest.raises(ConfigError, match="no bridge answers"):
+        record_training(SimConfig(record=str(tmp_path / "x"), port=free_port(), policy_share=0.5))
+    port, proc = _serve(tmp_path, "--record", str(tmp_path / "commands"))
+    try:
+        record_training(SimConfig(record=str(tmp_path / "dagger"), port=port, episodes=1, max_steps=60, seed=7, policy_share=1.0))
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
+    record_training(SimConfig(record=str(tmp_path / "clean"), episodes=1, max_steps=60, seed=7))
+    labels, clean, commands = ([s.steering for s in read_log(tmp_path / d).samples] for d in ("dagger", "clean", "commands"))
+    assert len(labels) == len(commands) == 60  # the bridge answered every frame of the recording
+    assert np.abs(np.array(labels) - np.array(commands)).max() > 0.05  # the label is the expert's, not what the car did
+    assert np.abs(np.array(labels) - np.array(clean)).max() > 0.05  # the bridge drove the car elsewhere than the expert would
+
+
 def test_a_udacity_episode_whose_bridge_dies_is_driven_again(tmp_path, monkeypatch):
     from sim_bridge import study
 
