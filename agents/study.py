@@ -36,6 +36,7 @@ from agents.env import EPISODE_STEPS
 from agents.evaluate import describe_run, drive
 from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
+from agents.study_report import UDACITY_FIELDS
 from agents.tasks import train
 from agents.training import TrainConfig
 from datasets.demos import DemoSet
@@ -48,7 +49,6 @@ FORMAT = "nacdrive-study/1"
 STUDY_FILE = "study.json"
 CLEAN = perturb.CLEAN
 TASKS = ("carracing", "udacity")
-UDACITY_FIELDS = {"epochs", "lr", "ema", "batch_size", "val_fraction", "net", "noise"}  # the recipe fields a PilotNet run has (net.speed_output=true: a learned speed)
 
 
 @dataclass

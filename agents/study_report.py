@@ -23,6 +23,8 @@ from agents.rollout import lost_to_skip
 from nac.checkpoint import write_json
 from nac.config import ConfigError
 
+UDACITY_FIELDS = {"epochs", "lr", "ema", "batch_size", "val_fraction", "net", "noise"}  # the recipe fields a PilotNet run has (net.speed_output=true: a learned speed)
+
 REFERENCE_HEAD = "nac"  # probability of improvement is stated for this head against the others
 EXPERT = "expert"
 
@@ -293,7 +295,8 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
         lines += [f"Runs that diverged ({len(diverged)}; trained until their loss was no longer finite, not driven, "
                   "not in the aggregates below):", ""] + [f"- {k}: {m}" for k, m in sorted(diverged.items())] + [""]
     if study.get("recipes"):  # every field, as trained (studies from before they were stored have only the overrides above)
-        lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={val}" for k, val in r.items()) for v, r in study["recipes"].items()] + [""]
+        used = (lambda k: k in UDACITY_FIELDS) if cfg.get("task") == "udacity" else (lambda k: True)  # PilotNet runs: no DAgger, no windows
+        lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={val}" for k, val in r.items() if used(k)) for v, r in study["recipes"].items()] + [""]
     key = offline_key(cfg)
     offline_name = "validation MSE" if key == "val_loss" else "offline accuracy"
     for level, entry in result["levels"].items():

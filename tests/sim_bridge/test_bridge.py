@@ -280,6 +280,7 @@ def test_a_udacity_study_trains_pilotnet_heads_and_drives_them_through_the_bridg
     build(tmp_path / "s", reps=100)
     text = (tmp_path / "s/report/report.md").read_text()
     assert "validation MSE" in text and "| dense | 1 x 2 |" in text
+    assert "- base: epochs=1, lr=" in text and "dagger" not in text  # the recipe as PilotNet runs have it: no DAgger fields
     with pytest.raises(ConfigError, match="no --perturb"):
         StudyConfig(out="x", task="udacity", levels=["none", "drop=0.2"])
     with pytest.raises(ConfigError, match=r"turn slowdown must be in \[0, 1\) \(got 1.0\)"):
