@@ -39,6 +39,10 @@ class PilotNetConfig(ConfigDict):
     dropout: float = 0.2
     speed_output: bool = False  # also predict the recorded speed of each frame (a learned speed target for the bridge:
     # the recording's driver slows before a bend, which a controller reacting to the steering cannot)
+    positions: bool = True  # a registry head: add a learned embedding of each column's position to its features. Without
+    # it, attention (NAC, MHA) and the mean over columns are blind to where a feature lies: a road to the left of the car
+    # reads as one to its right, except at the image's edges (the convolutions have no padding). Runs saved before this
+    # option have none (PilotNet.from_checkpoint)
 
     def __post_init__(self) -> None:
         need(self.head in HEADS or self.head == DENSE, f"unknown head {self.head!r}; choose one of {DENSE}, {', '.join(HEADS)}")
@@ -75,6 +79,8 @@ class PilotNet(nn.Module):
             self.dense = nn.Sequential(*[m for a, b in zip(sizes, sizes[1:]) for m in (nn.Linear(a, b), elu())])
         else:
             self.head = build_head(config.head_config())
+            if config.positions:  # ViT's learned position embedding (Dosovitskiy et al. 2021), one per column
+                self.positions = nn.Parameter(torch.randn(MAP_COLUMNS, MAP_CHANNELS) * 0.02)
         self.out = nn.Linear(DENSE_LAYERS[-1] if self.head is None else self.head.config.out_dim, 2 if config.speed_output else 1)
 
     def forward(self, images: Tensor) -> Tensor:
@@ -84,15 +90,18 @@ class PilotNet(nn.Module):
     def predict(self, images: Tensor) -> tuple[Tensor, Tensor | None]:
         """Steering (B,) in (-1, 1), and with speed_output the speed (B,) in mph, else None."""
         x = images.float() / 127.5 - 1.0  # PilotNet's normalisation layer
-        fmap = self.cnn(x)  # (B, 64, 1, 18)
-        if self.head is None:
-            h = self.dense(fmap.flatten(1))  # (B, 10)
-        else:
-            tokens = fmap.flatten(2).transpose(1, 2)  # (B, 18, 64): one token per column
-            h = self.head(tokens).mean(1)  # (B, d_model)
-        out = self.out(h)
+        out = self.out(self.read_map(self.cnn(x)))
         speed = torch.sigmoid(out[:, 1]) * SPEED_MAX if self.config.speed_output else None
         return torch.tanh(out[:, 0]), speed
+
+    def read_map(self, fmap: Tensor) -> Tensor:
+        """The last convolution's map (B, 64, 1, 18) -> features (B, 10 or d_model) for the output layer."""
+        if self.head is None:
+            return self.dense(fmap.flatten(1))
+        tokens = fmap.flatten(2).transpose(1, 2)  # (B, 18, 64): one token per column
+        if self.config.positions:
+            tokens = tokens + self.positions
+        return self.head(tokens).mean(1)
 
     def save(self, directory: str | Path, name: str = "model", extra: dict[str, Any] | None = None) -> None:
         save_checkpoint(directory, {"task": TASK, "net": self.config.to_dict(), **(extra or {})}, self.state_dict(), name)
@@ -101,7 +110,7 @@ class PilotNet(nn.Module):
     def from_checkpoint(cls, config: dict[str, Any], state: dict[str, Tensor], source: str | Path) -> "PilotNet":
         if config.get("task") != TASK or "net" not in config:
             raise ConfigError(f"{source} is not a Udacity (PilotNet) run (its config.json has task {config.get('task')!r})")
-        net = cls(PilotNetConfig.from_dict(config["net"]))
+        net = cls(PilotNetConfig.from_dict({"positions": False, **config["net"]}))  # saved before positions existed: none
         load_state_strict(net, state, source)
         return net
 

@@ -3,6 +3,7 @@ PilotNet's own dense layers as the paper's baseline beside a registry head."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,24 @@ def test_a_speed_output_learns_the_recorded_speed_beside_the_steering(tmp_path):
     assert policy.predicts_speed
     policy.select_action(torch.randint(0, 255, (160, 320, 3), dtype=torch.uint8).numpy())
     assert 0 < policy.last["speed"] < 40 and -1 < policy.last["steering"] < 1
+
+
+@pytest.mark.parametrize("head", ["nac", "mha"])
+def test_a_registry_head_knows_where_in_the_image_a_feature_lies(head, tmp_path):
+    """Attention and the mean over columns are blind to order: without the position embedding, a map
+    whose columns are reversed (a road on the other side) gives the same steering."""
+    torch.manual_seed(0)
+    fmap = torch.randn(2, 64, 1, 18)
+    mirrored = fmap.flip(-1)
+    for positions in (False, True):
+        net = PilotNet(PilotNetConfig(head=head, d_model=16, num_heads=4, positions=positions)).eval()
+        with torch.no_grad():
+            a, b = net.read_map(fmap), net.read_map(mirrored)
+        assert torch.allclose(a, b, atol=1e-5) != positions, positions
+    net = PilotNet(PilotNetConfig(head=head, d_model=16, num_heads=4, positions=False))
+    net.save(tmp_path / "old", "best", {"train": {}})  # as runs were saved before the option: no "positions" in config.json
+    cfg = json.loads((tmp_path / "old/config.json").read_text())
+    del cfg["net"]["positions"]
+    (tmp_path / "old/config.json").write_text(json.dumps(cfg))
+    old = PilotNet.load(tmp_path / "old")
+    assert not old.config.positions and not hasattr(old, "positions")
