@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import numpy as np
 
 from agents.collect import SteeringDrift
 from agents.env import ENV_ID, car_state, skipped_tiles
-from agents.experts.track import TrackExpertConfig, TrackFollowingExpert
+from agents.experts.track import TrackFollowingExpert
 from agents.rollout import SOLVED, lost_to_skip, summarize
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
@@ -64,15 +64,6 @@ class SimConfig:
         need(self.record is not None or not (self.policy_share or self.noise), "--noise and --policy-share are for training mode (--record DIR)")
 
 
-# The stand-in records the track expert with its earlier, longer look-ahead (6 + 0.25 x speed), not
-# CarRacing's default (6 + 0.15 x speed, which keeps every wheel on the road). Measured (one
-# PilotNet-NAC run each, 10 tracks, 6 epochs, driven at 17 mph on seeds 30000..30009): 818.1 with
-# 6 laps on the longer look-ahead, 602.3 with none on the shorter, every episode too slow (51-83 %
-# of the tiles at step 1000): the shorter look-ahead steers harder (|steer| 0.099 against 0.079),
-# so the learned steering is harder, and the bridge lowers the throttle in sharp turns.
-RECORDING_EXPERT = replace(TrackExpertConfig.for_action_space(True), lookahead_per_speed=0.25)
-
-
 def make_sim_env(max_steps: int) -> gym.Env:
     return gym.make(ENV_ID, continuous=True, render_mode="rgb_array", max_episode_steps=max_steps)
 
@@ -91,7 +82,11 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
     with open(out / "driving_log.csv", "w", newline="") as log:
         for ep in range(cfg.episodes):
             env.reset(seed=cfg.seed + ep)
-            expert = TrackFollowingExpert(env, RECORDING_EXPERT)
+            # The stand-in records the continuous track expert as CarRacing uses it (look-ahead 6 + 0.15 x
+            # speed: no wheel leaves the road). With the earlier 6 + 0.25 x speed (a wheel on the grass in the
+            # hairpins) PilotNet-NAC learned to cut them: three training runs on 30 recorded tracks lost 63 % of
+            # their laps to a skipped tile, none with the road margin (docs/udacity.md, "The expert's road margin").
+            expert = TrackFollowingExpert(env)
             expert.reset()
             drift = SteeringDrift(cfg.noise, cfg.seed + ep)
             who = np.random.default_rng([cfg.seed + ep, 1])  # which steps the policy drives (policy_share)
