@@ -1,8 +1,9 @@
 """PilotNet (Bojarski et al. 2016) for the Udacity simulator, with a sequence head from the
 registry in place of its dense layers: the head reads the last convolution's feature map as a
 sequence of its 18 column positions (64 features each, plus a learned embedding of the column),
-and the mean of its outputs gives the steering angle. PilotNet-NAC uses NAC with d_model 100 and 20 heads. head="dense" is PilotNet
-as published, its own dense layers (1152-100-50-10-1) on the flattened map: the paper's baseline.
+and the mean of its outputs gives the steering angle. PilotNet-NAC uses NAC with d_model 100 and
+20 heads. head="dense" is PilotNet as published, its own dense layers (1152-100-50-10-1) on the
+flattened map: the paper's baseline.
 """
 
 from __future__ import annotations
