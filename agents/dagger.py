@@ -3,7 +3,12 @@ add the frames to the data and train on.
 
 Round r executes the expert's action with probability beta**r and the policy's otherwise (the
 policy sees every frame either way, so its window is never broken); the recorded label is
-always the expert's. The rollouts go to <run>/dagger, a demonstration set like any other, and
+always the expert's. With a takeover gate (`takeover` > 0, as in SafeDAgger / HG-DAgger: the
+expert intervenes where the policy is about to fail) the expert also drives while the car is
+more than `takeover` u/s faster than the expert's target speed there or has a wheel off the
+road, and for TAKEOVER_HOLD steps after: with beta 0 the policy drives until it errs, the
+rollouts reach the states where it fails (a bend entered too fast) and record the expert's way
+out of them, without hundreds of frames of a car lost on the grass. The rollouts go to <run>/dagger, a demonstration set like any other, and
 training continues the same run (same validation episodes) with that folder added to its data.
 Each round's progress is kept in <run>/dagger.json, so an interrupted DAgger run resumes.
 """
@@ -11,6 +16,7 @@ Each round's progress is kept in <run>/dagger.json, so an interrupted DAgger run
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -22,7 +28,7 @@ import torch
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.collect import Recorder, demo_header, save_recording
-from agents.env import EPISODE_STEPS, OffRoadLimit, make_env
+from agents.env import EPISODE_STEPS, OffRoadLimit, make_env, wheels_off_road
 from agents.experts import check_expert, make_expert
 from agents.policy import DrivingPolicy
 from agents.executor import ExecutorConfig
@@ -32,6 +38,7 @@ from nac.checkpoint import write_json
 from nac.config import ConfigError, need
 
 FIRST_SEED = 1_000_000  # DAgger rollouts use seeds from here on, far from collection and evaluation
+TAKEOVER_HOLD = 10  # steps the expert keeps driving after its takeover's cause has cleared (0.2 s)
 
 
 @dataclass
@@ -50,6 +57,9 @@ class DaggerConfig:
     off_road_steps: int = 0  # > 0: a rollout ends once all four wheels have been off the road this many steps in a row
     # (0: never). With beta 0 and 50 the quick-start recipe study's run means went from 859 / 925 / 881 to 916 / 897 / 910
     # (the same 92 % of laps), but the quick start itself from 815.8 / 778.5 to 718.7 / 703.3 (seeds 0, 1): off by default
+    takeover: float = 0.0  # > 0: the expert also drives while the car is this many u/s over the expert's target speed or
+    # has a wheel off the road (and TAKEOVER_HOLD steps after); 0: no gate (the track expert alone knows a target speed;
+    # with another expert only the wheels gate)
 
     def __post_init__(self) -> None:
         check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
@@ -60,28 +70,52 @@ class DaggerConfig:
         need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
         need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
         need(self.off_road_steps >= 0, f"off-road steps must be >= 0 (got {self.off_road_steps})")
+        need(self.takeover >= 0, f"takeover must be >= 0 u/s (got {self.takeover}; 0 turns the gate off)")
 
 
 class MixedDriver:
     """Executes the expert's action with probability beta, else the policy's; both see every
-    frame. `label` is the expert's action on the latest frame."""
+    frame. With `takeover` > 0 the expert also drives while the car on `env` is more than
+    `takeover` u/s over its target speed or has a wheel off the road, and TAKEOVER_HOLD steps
+    after. `label` is the expert's action on the latest frame; `expert_steps` counts the steps
+    the expert's action was executed since reset."""
 
-    def __init__(self, policy: DrivingPolicy, expert: Any, beta: float, seed: int) -> None:
-        self.policy, self.expert, self.beta = policy, expert, beta
+    def __init__(self, policy: DrivingPolicy, expert: Any, beta: float, seed: int, takeover: float = 0.0, env: Any = None) -> None:
+        need(not takeover or env is not None, "a takeover gate needs the environment")
+        self.policy, self.expert, self.beta, self.takeover, self.env = policy, expert, beta, takeover, env
         self.rng = np.random.default_rng(seed)
         self.label: Any = None
+        self.expert_steps = self._hold = 0
 
     def reset(self) -> None:
         self.policy.reset()
         self.expert.reset()
+        self.expert_steps = self._hold = 0
+
+    def _gate(self) -> bool:
+        """Whether the expert takes over on this step (called after the expert chose its label)."""
+        if not self.takeover:
+            return False
+        excess = getattr(self.expert, "speed_excess", math.nan)  # NaN (no gate on speed) for an expert without a target speed
+        if wheels_off_road(self.env) > 0 or excess > self.takeover:
+            self._hold = TAKEOVER_HOLD
+            return True
+        if self._hold:
+            self._hold -= 1
+            return True
+        return False
 
     def select_action(self, obs: Any) -> Any:
         self.label = self.expert.select_action(obs)
         action = self.policy.select_action(obs)
-        return self.label if self.rng.random() < self.beta else action
+        gated = self._gate()
+        if gated or self.rng.random() < self.beta:
+            self.expert_steps += 1
+            return self.label
+        return action
 
 
-def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, off_road_steps: int, seed: int) -> dict[str, Any]:
+def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, off_road_steps: int, takeover: float, seed: int) -> dict[str, Any]:
     """One policy-driven, expert-labelled episode written into `out`; its manifest entry."""
     torch.set_num_threads(1)
     policy = DrivingPolicy.from_run(run, "best")
@@ -90,10 +124,10 @@ def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, o
     if off_road_steps:
         env = OffRoadLimit(env, off_road_steps)
     try:
-        driver = MixedDriver(policy, make_expert(expert_name, env), beta, seed)
+        driver = MixedDriver(policy, make_expert(expert_name, env), beta, seed, takeover, env)
         rec = Recorder(label=lambda: driver.label, expert=driver.expert)
         result = run_episode(env, driver, seed, observer=rec)
-        return save_recording(out, rec.episode(seed, continuous), result, {"beta": beta})
+        return save_recording(out, rec.episode(seed, continuous), result, {"beta": beta, "expert_share": driver.expert_steps / max(result.length, 1)})
     finally:
         env.close()
 
@@ -126,14 +160,15 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         todo = [s for s in seeds if s not in set(demos.seeds())]
         if todo:
             parallel_map(
-                partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps),
+                partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps, cfg.takeover),
                 todo,
                 ExecutorConfig(cfg.workers, cfg.ray),
                 desc=f"DAgger round {r} rollouts (beta {beta:.2f})",
                 on_result=demos.add,
                 postfix=lambda done: {"mean return": f"{np.mean([e['return'] for e in done]):.1f}"},
             )
-        returns = [e["return"] for e in demos.episodes if e["seed"] in set(seeds)]
+        done = [e for e in demos.episodes if e["seed"] in set(seeds)]
+        returns = [e["return"] for e in done]
         # continue the same run on the data plus the rollouts, for `epochs` (or `minutes`) more
         train_state = json.loads((run / "train_state.json").read_text())
         tc = TrainConfig.from_dict(saved["train"])
@@ -155,7 +190,8 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         state["rounds"][r - 1]["best_restarted"] = True
         write_json(state_path, state)
         metrics = train(tc, resume=True, quiet=quiet, restart_best=first_time)
-        state["rounds"][r - 1].update(trained=True, rollout_mean_return=float(np.mean(returns)), best=metrics.get("best"))
+        state["rounds"][r - 1].update(trained=True, rollout_mean_return=float(np.mean(returns)), best=metrics.get("best"),
+                                      expert_share=float(np.mean([e.get("expert_share", math.nan) for e in done])))
         write_json(state_path, state)
         saved = json.loads(config_path.read_text())
     return state

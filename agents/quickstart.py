@@ -61,6 +61,8 @@ class QuickstartConfig:
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
     dagger_epochs: int = 2  # training after the DAgger round (about 2 minutes)
     dagger_minutes: float | None = None  # stop it after this many minutes (None: no cap)
+    dagger_beta: float = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r
+    dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over while the car is this many u/s too fast or off the road
     eval_episodes: int = 10  # held-out seeds from eval_seed_start
     eval_seed_start: int = 10000
     workers: int = 0  # processes for driving; 0 = up to 2
@@ -127,7 +129,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     _stage(f"3/5 {cfg.dagger_rounds} DAgger rounds: {cfg.dagger_episodes} policy rollouts labelled by the expert, {cfg.dagger_epochs} epochs of training each")
     dagger(DaggerConfig(
         run=str(run), rounds=cfg.dagger_rounds, episodes=cfg.dagger_episodes, epochs=cfg.dagger_epochs, minutes=cfg.dagger_minutes,
-        workers=cfg.workers, max_steps=cfg.max_steps, seed_start=FIRST_SEED + 1000 * cfg.seed,
+        workers=cfg.workers, max_steps=cfg.max_steps, seed_start=FIRST_SEED + 1000 * cfg.seed, beta=cfg.dagger_beta, takeover=cfg.dagger_takeover,
     ))
     timed("dagger", t0)
 

@@ -63,6 +63,7 @@ class Recipe(ConfigDict):
     dagger_epochs: int = 2  # training epochs after each round
     dagger_beta: float = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r
     dagger_off_road: int = DaggerConfig.off_road_steps  # > 0: a DAgger rollout ends once the car has been off the road this many steps in a row
+    dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over a DAgger rollout while the car is this many u/s too fast or off the road (dagger --takeover)
     window: int = 8  # frames per window
     stride_jitter: int = 1  # > 1: windows with irregular frame gaps 1..J (true timestamps kept)
     regular_share: float = 0.0  # with stride_jitter > 1: this share of windows keeps regular gaps
@@ -103,7 +104,7 @@ class Recipe(ConfigDict):
         """This recipe's DAgger rounds after the behaviour cloning of one run (one rollout process)."""
         return DaggerConfig(run=run, expert=expert, rounds=self.dagger_rounds, episodes=self.dagger_episodes, beta=self.dagger_beta,
                             epochs=self.dagger_epochs, workers=1, max_steps=max_steps, off_road_steps=self.dagger_off_road,
-                            seed_start=FIRST_SEED + seed * 1000)  # each training seed has its own rollouts
+                            takeover=self.dagger_takeover, seed_start=FIRST_SEED + seed * 1000)  # each training seed has its own rollouts
 
 
 # Recipe's defaults until study.json stored each variant's whole recipe: what the runs of a study

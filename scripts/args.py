@@ -34,14 +34,23 @@ positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
 
 
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
+def float_above(minimum: float, inclusive: bool) -> Callable[[str], float]:
+    """argparse type: a number > minimum (>= with inclusive), with a message saying so."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not (value >= minimum if inclusive else value > minimum) or value != value:
+            raise argparse.ArgumentTypeError(f"expected a number {'>=' if inclusive else '>'} {minimum:g}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_float = float_above(0.0, inclusive=False)
+non_negative_float = float_above(0.0, inclusive=True)
 
 
 def key_value(text: str) -> tuple[str, Any]:

@@ -6,7 +6,7 @@ import argparse
 
 from agents.dagger import DaggerConfig
 from agents.experts import EXPERTS
-from scripts.args import add_ray_flag, non_negative_int, positive_float, positive_int
+from scripts.args import add_ray_flag, non_negative_float, non_negative_int, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--off-road-steps", type=non_negative_int, default=DaggerConfig.off_road_steps, metavar="N",
                    help="end a rollout once all four wheels have been off the road N steps in a row: the expert's labels for the "
                         f"way back are kept, the frames of a car lost on the grass are not (default {DaggerConfig.off_road_steps}: never)")
+    p.add_argument("--takeover", type=non_negative_float, default=DaggerConfig.takeover, metavar="U",
+                   help="the expert also drives while the car is more than U u/s over the track expert's target speed or has a "
+                        "wheel off the road (and 10 steps after); with --beta 0 the policy drives until it errs and the rollouts "
+                        f"record the expert's way out (SafeDAgger-style; default {DaggerConfig.takeover:g}: no takeover)")
     p.add_argument("--quiet", action="store_true", help="no training progress bars")
     p.set_defaults(func=run)
 
@@ -44,13 +48,14 @@ def run(args: argparse.Namespace) -> int:
     cfg = DaggerConfig(
         run=args.run, expert=args.expert, rounds=args.rounds, episodes=args.episodes, beta=args.beta,
         epochs=args.epochs, minutes=args.minutes, workers=args.workers, ray=args.ray, max_steps=args.max_steps,
-        off_road_steps=args.off_road_steps,
+        off_road_steps=args.off_road_steps, takeover=args.takeover,
     )
     state = dagger(cfg, quiet=args.quiet)
     for r in state["rounds"]:
         best = r.get("best") or {}
         print(
             f"round {r['round']}: beta {r['beta']:.2f}, rollouts mean return {r.get('rollout_mean_return', float('nan')):.1f}, "
+            f"expert's action on {r.get('expert_share', float('nan')):.0%} of steps, "
             f"validation loss {best.get('val_loss', float('nan')):.4f}, accuracy {best.get('val_accuracy', float('nan')):.1%}"
         )
     print(f"run in {args.run}; evaluate it with 'nacdrive evaluate {args.run}'")

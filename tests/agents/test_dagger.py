@@ -32,11 +32,54 @@ def test_beta_mixing_executes_the_expert_that_often_and_both_see_every_frame():
     assert np.mean(np.array(executed) == 3) == pytest.approx(0.25, abs=0.03)
 
 
+class _Speeding(_Fixed):
+    """An expert whose car is `excess` u/s over its target speed, as the track expert reports it."""
+
+    def __init__(self, action, excess):
+        super().__init__(action)
+        self.excess = list(excess)
+        self.speed_excess = float("nan")
+
+    def select_action(self, obs):
+        self.speed_excess = self.excess[self.seen]
+        return super().select_action(obs)
+
+
+def test_the_takeover_gate_lets_the_expert_drive_while_the_car_is_too_fast_or_off_the_road_and_a_hold_after(monkeypatch):
+    from agents import dagger as dagger_module
+
+    off_road = {"wheels": 0}
+    monkeypatch.setattr(dagger_module, "wheels_off_road", lambda env: off_road["wheels"])
+    hold = dagger_module.TAKEOVER_HOLD
+    # too fast on steps 5..6, a wheel off the road on step 30: the expert drives then and `hold` steps after each
+    excess = [0.0] * 5 + [20.0, 20.0] + [0.0] * 60
+    policy, expert = _Fixed(1), _Speeding(3, excess)
+    mix = MixedDriver(policy, expert, beta=0.0, seed=0, takeover=15.0, env=object())
+    executed = []
+    for t in range(len(excess)):
+        off_road["wheels"] = 1 if t == 30 else 0
+        executed.append(mix.select_action(None))
+    by_expert = [t for t, a in enumerate(executed) if a == 3]
+    assert by_expert == [*range(5, 7 + hold), *range(30, 31 + hold)]
+    assert mix.expert_steps == len(by_expert) and policy.seen == expert.seen == len(excess)
+    mix.reset()
+    assert mix.expert_steps == 0
+    # without the gate the same drive is the policy's alone; an expert without a target speed (NaN) gates on the wheels only
+    plain = MixedDriver(_Fixed(1), _Speeding(3, excess), beta=0.0, seed=0)
+    assert all(plain.select_action(None) == 1 for _ in excess)
+    blind = MixedDriver(_Fixed(1), _Speeding(3, [float("nan")] * 10), beta=0.0, seed=0, takeover=15.0, env=object())
+    off_road["wheels"] = 0
+    assert all(blind.select_action(None) == 1 for _ in range(10))
+    with pytest.raises(ConfigError, match="takeover must be >= 0"):
+        DaggerConfig(run="x", takeover=-1)
+
+
 def test_a_round_records_expert_labels_and_trains_on(tiny_demos, tmp_path):
     run = tmp_path / "run"
     train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
     state = dagger(DaggerConfig(run=str(run), rounds=1, episodes=2, epochs=1, workers=1, max_steps=40), quiet=True)
     assert len(state["rounds"]) == 1 and state["rounds"][0]["trained"] and state["rounds"][0]["beta"] == 0.5
+    assert 0.3 < state["rounds"][0]["expert_share"] < 0.7  # the share of steps the expert's action was executed
     demos = DemoSet(run / "dagger")
     assert demos.seeds() == [1_000_000, 1_000_001]
     ep = demos.load()[0]
