@@ -5,8 +5,9 @@ Round r executes the expert's action with probability beta**r and the policy's o
 policy sees every frame either way, so its window is never broken); the recorded label is
 always the expert's. With a takeover gate (`takeover` > 0, as in SafeDAgger / HG-DAgger: the
 expert intervenes where the policy is about to fail) the expert also drives while the car is
-more than `takeover` u/s faster than the expert's target speed there or has a wheel off the
-road, and for TAKEOVER_HOLD steps after: with beta 0 the policy drives until it errs, the
+more than `takeover` u/s faster than the expert's target speed there, has a wheel off the
+road or has stalled (slower than STALL_SPEED after the first STALL_AFTER steps), and for
+TAKEOVER_HOLD steps after: with beta 0 the policy drives until it errs, the
 rollouts reach the states where it fails (a bend entered too fast) and record the expert's way
 out of them, without hundreds of frames of a car lost on the grass. The rollouts go to <run>/dagger, a demonstration set like any other, and
 training continues the same run (same validation episodes) with that folder added to its data.
@@ -39,6 +40,9 @@ from nac.config import ConfigError, need
 
 FIRST_SEED = 1_000_000  # DAgger rollouts use seeds from here on, far from collection and evaluation
 TAKEOVER_HOLD = 10  # steps the expert keeps driving after its takeover's cause has cleared (0.2 s)
+# a policy that has braked to a stop sees still frames and keeps still (BC's inertia problem): measured in gated rollouts
+# of the quick start, 2 of 6 cars stood on the road for the last 500 steps, so standing still is a cause of takeover too
+STALL_SPEED, STALL_AFTER = 5.0, 50  # u/s, steps (the car starts from rest)
 
 
 @dataclass
@@ -58,7 +62,7 @@ class DaggerConfig:
     # (0: never). With beta 0 and 50 the quick-start recipe study's run means went from 859 / 925 / 881 to 916 / 897 / 910
     # (the same 92 % of laps), but the quick start itself from 815.8 / 778.5 to 718.7 / 703.3 (seeds 0, 1): off by default
     takeover: float = 0.0  # > 0: the expert also drives while the car is this many u/s over the expert's target speed or
-    # has a wheel off the road (and TAKEOVER_HOLD steps after); 0: no gate (the track expert alone knows a target speed;
+    # has a wheel off the road or has stalled (and TAKEOVER_HOLD steps after); 0: no gate (the track expert alone knows a target speed;
     # with another expert only the wheels gate)
 
     def __post_init__(self) -> None:
@@ -76,8 +80,8 @@ class DaggerConfig:
 class MixedDriver:
     """Executes the expert's action with probability beta, else the policy's; both see every
     frame. With `takeover` > 0 the expert also drives while the car on `env` is more than
-    `takeover` u/s over its target speed or has a wheel off the road, and TAKEOVER_HOLD steps
-    after. `label` is the expert's action on the latest frame; `expert_steps` counts the steps
+    `takeover` u/s over its target speed, has a wheel off the road or has stalled, and
+    TAKEOVER_HOLD steps after. `label` is the expert's action on the latest frame; `expert_steps` counts the steps
     the expert's action was executed since reset."""
 
     def __init__(self, policy: DrivingPolicy, expert: Any, beta: float, seed: int, takeover: float = 0.0, env: Any = None) -> None:
@@ -85,19 +89,21 @@ class MixedDriver:
         self.policy, self.expert, self.beta, self.takeover, self.env = policy, expert, beta, takeover, env
         self.rng = np.random.default_rng(seed)
         self.label: Any = None
-        self.expert_steps = self._hold = 0
+        self.expert_steps = self._hold = self._t = 0
 
     def reset(self) -> None:
         self.policy.reset()
         self.expert.reset()
-        self.expert_steps = self._hold = 0
+        self.expert_steps = self._hold = self._t = 0
 
     def _gate(self) -> bool:
         """Whether the expert takes over on this step (called after the expert chose its label)."""
         if not self.takeover:
             return False
         excess = getattr(self.expert, "speed_excess", math.nan)  # NaN (no gate on speed) for an expert without a target speed
-        if wheels_off_road(self.env) > 0 or excess > self.takeover:
+        self._t += 1
+        stalled = self._t > STALL_AFTER and math.hypot(*self.env.unwrapped.car.hull.linearVelocity) < STALL_SPEED
+        if wheels_off_road(self.env) > 0 or excess > self.takeover or stalled:
             self._hold = TAKEOVER_HOLD
             return True
         if self._hold:

@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="end a rollout once all four wheels have been off the road N steps in a row: the expert's labels for the "
                         f"way back are kept, the frames of a car lost on the grass are not (default {DaggerConfig.off_road_steps}: never)")
     p.add_argument("--takeover", type=non_negative_float, default=DaggerConfig.takeover, metavar="U",
-                   help="the expert also drives while the car is more than U u/s over the track expert's target speed or has a "
-                        "wheel off the road (and 10 steps after); with --beta 0 the policy drives until it errs and the rollouts "
+                   help="the expert also drives while the car is more than U u/s over the track expert's target speed, has a "
+                        "wheel off the road or has stalled (and 10 steps after); with --beta 0 the policy drives until it errs and the rollouts "
                         f"record the expert's way out (SafeDAgger-style; default {DaggerConfig.takeover:g}: no takeover)")
     p.add_argument("--quiet", action="store_true", help="no training progress bars")
     p.set_defaults(func=run)

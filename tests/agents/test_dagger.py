@@ -45,29 +45,41 @@ class _Speeding(_Fixed):
         return super().select_action(obs)
 
 
-def test_the_takeover_gate_lets_the_expert_drive_while_the_car_is_too_fast_or_off_the_road_and_a_hold_after(monkeypatch):
+def _car(speed):
+    """A stand-in environment whose car moves at `speed` (all the gate reads of it besides the wheels)."""
+    from types import SimpleNamespace
+
+    car = SimpleNamespace(hull=SimpleNamespace(linearVelocity=(0.0, speed)))
+    return SimpleNamespace(unwrapped=SimpleNamespace(car=car))
+
+
+def test_the_takeover_gate_lets_the_expert_drive_while_the_car_is_too_fast_off_the_road_or_stalled_and_a_hold_after(monkeypatch):
     from agents import dagger as dagger_module
 
     off_road = {"wheels": 0}
     monkeypatch.setattr(dagger_module, "wheels_off_road", lambda env: off_road["wheels"])
-    hold = dagger_module.TAKEOVER_HOLD
-    # too fast on steps 5..6, a wheel off the road on step 30: the expert drives then and `hold` steps after each
-    excess = [0.0] * 5 + [20.0, 20.0] + [0.0] * 60
-    policy, expert = _Fixed(1), _Speeding(3, excess)
-    mix = MixedDriver(policy, expert, beta=0.0, seed=0, takeover=15.0, env=object())
+    hold, after = dagger_module.TAKEOVER_HOLD, dagger_module.STALL_AFTER
+    # too fast on steps 5..6, a wheel off the road on step 30, stalled from step 90: the expert drives then and `hold` steps after each
+    excess = [0.0] * 5 + [20.0, 20.0] + [0.0] * 93
+    policy, expert, env = _Fixed(1), _Speeding(3, excess), _car(30.0)
+    mix = MixedDriver(policy, expert, beta=0.0, seed=0, takeover=15.0, env=env)
     executed = []
     for t in range(len(excess)):
         off_road["wheels"] = 1 if t == 30 else 0
+        env.unwrapped.car.hull.linearVelocity = (0.0, 30.0 if t < 90 else 1.0)
         executed.append(mix.select_action(None))
     by_expert = [t for t, a in enumerate(executed) if a == 3]
-    assert by_expert == [*range(5, 7 + hold), *range(30, 31 + hold)]
+    assert by_expert == [*range(5, 7 + hold), *range(30, 31 + hold), *range(90, 100)]
     assert mix.expert_steps == len(by_expert) and policy.seen == expert.seen == len(excess)
     mix.reset()
     assert mix.expert_steps == 0
-    # without the gate the same drive is the policy's alone; an expert without a target speed (NaN) gates on the wheels only
+    # the car starts from rest: no stall in the first STALL_AFTER steps
+    still = MixedDriver(_Fixed(1), _Speeding(3, [0.0] * (after + 1)), beta=0.0, seed=0, takeover=15.0, env=_car(0.0))
+    assert [still.select_action(None) for _ in range(after + 1)] == [1] * after + [3]
+    # without the gate the same drive is the policy's alone; an expert without a target speed (NaN) gates on the wheels and stalls only
     plain = MixedDriver(_Fixed(1), _Speeding(3, excess), beta=0.0, seed=0)
     assert all(plain.select_action(None) == 1 for _ in excess)
-    blind = MixedDriver(_Fixed(1), _Speeding(3, [float("nan")] * 10), beta=0.0, seed=0, takeover=15.0, env=object())
+    blind = MixedDriver(_Fixed(1), _Speeding(3, [float("nan")] * 10), beta=0.0, seed=0, takeover=15.0, env=_car(30.0))
     off_road["wheels"] = 0
     assert all(blind.select_action(None) == 1 for _ in range(10))
     with pytest.raises(ConfigError, match="takeover must be >= 0"):
