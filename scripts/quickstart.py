@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from agents.quickstart import QuickstartConfig
 from nac.heads import head_names
-from scripts.args import add_gap_flags, non_negative_int, positive_float, positive_int
+from scripts.args import add_gap_flags, non_negative_float, non_negative_int, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-epochs", type=positive_int, default=2, help="training epochs after the DAgger round (default 2)")
+    p.add_argument("--dagger-beta", type=float, default=QuickstartConfig.dagger_beta, help="DAgger round r executes the expert's action with "
+                   f"probability beta**r (default {QuickstartConfig.dagger_beta:g}; 0: the policy drives alone)")
+    p.add_argument("--dagger-takeover", type=non_negative_float, default=QuickstartConfig.dagger_takeover, metavar="U",
+                   help="the expert takes over a DAgger rollout while the car is more than U u/s over its target speed, has a wheel "
+                        f"off the road or has stalled (see 'nacdrive dagger --help'; default {QuickstartConfig.dagger_takeover:g}, 0: never)")
     p.add_argument("--dagger-minutes", type=positive_float, help="stop each round's training after this many minutes (default: no cap)")
     p.add_argument("--eval-episodes", type=positive_int, default=10, help="held-out evaluation episodes (default 10)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="processes for driving (default: up to 2)")
@@ -44,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.quickstart import QuickstartConfig, quickstart
+    from agents.quickstart import quickstart
     from scripts.args import UserError
 
     if args.rate_window is not None and not args.discrete:
@@ -53,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = QuickstartConfig(
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
         train_epochs=args.train_epochs, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds, dagger_episodes=args.dagger_episodes,
-        dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes,
+        dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover,
         eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
         **({} if args.rate_window is None else {"rate_window": args.rate_window}),  # None: the config's default
     )
