@@ -46,6 +46,7 @@ class TrackExpertConfig:
     lateral_accel: float = 250.0  # speed target in curves: v = sqrt(lateral_accel / curvature)
     braking_decel: float = 60.0  # assumed deceleration when planning for a curve ahead
     min_speed: float = 20.0  # never plan slower than this
+    max_speed: float = math.inf  # never plan faster than this (u/s)
     speed_margin: float = 3.0  # discrete: brake when faster than target + margin
     steer_tolerance: float = 0.02  # discrete: wheel-angle shortfall (rad) that starts a steer pulse
     steer_hold: float = 0.06  # discrete: a pulse goes on until the wheels are this far (rad) past the target
@@ -55,7 +56,7 @@ class TrackExpertConfig:
     plan_horizon: int = 0  # discrete: steps simulated ahead to check each step's action (0: no look-ahead)
 
     def __post_init__(self) -> None:
-        for name in ("lookahead", "lateral_accel", "braking_decel", "min_speed"):
+        for name in ("lookahead", "lateral_accel", "braking_decel", "min_speed", "max_speed"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"track expert: {name} must be > 0 (got {getattr(self, name)})")
         if not 0 <= self.throttle_cut_in_turns <= 1:
@@ -157,7 +158,7 @@ class TrackFollowingExpert:
         last = int(np.searchsorted(d, horizon)) + 1  # up to the first point at or past the horizon
         j, d = j[:last], d[:last]
         best = np.sqrt(self._v_curve[j] ** 2 + 2 * cfg.braking_decel * np.maximum(d - 5.0, 0.0)).min()
-        return float(max(best, cfg.min_speed))
+        return float(min(max(best, cfg.min_speed), cfg.max_speed))
 
     def select_action(self, obs: Any = None) -> int | np.ndarray:
         car = self.env.unwrapped.car

@@ -100,6 +100,26 @@ def test_discrete_steer_pulses_hold_past_the_target_then_release():
     assert expert._steer_pulse(0.02, -0.15) == 1
 
 
+def test_a_speed_cap_holds_the_car_below_it():
+    from dataclasses import replace
+
+    env = make_env(True, pixels=False)
+
+    def top_speed(cap):
+        expert = TrackFollowingExpert(env, replace(TrackExpertConfig.for_action_space(True), max_speed=cap))
+        env.reset(seed=300)
+        expert.reset()
+        speeds = []
+        for _ in range(400):
+            env.step(expert.select_action())
+            speeds.append(float(np.hypot(*env.unwrapped.car.hull.linearVelocity)))
+        return max(speeds)
+
+    assert 49.0 < top_speed(50.0) < 52.0 and top_speed(float("inf")) > 80.0  # reaches the cap and holds it
+    with pytest.raises(ConfigError, match="max_speed must be > 0"):
+        TrackExpertConfig(max_speed=0)
+
+
 def test_track_expert_config_is_checked():
     with pytest.raises(ConfigError, match="line_room must be in"):
         TrackExpertConfig(line_room=ROAD_HALF_WIDTH)
