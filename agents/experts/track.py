@@ -79,7 +79,10 @@ class TrackExpertConfig:
         if continuous:
             # Look-ahead 6 + 0.15 x speed keeps every wheel on the road (with 0.25 a wheel was off it on
             # 5 % of steps, cutting the hairpins: policies imitating that line skip their tiles; docs/results.md).
-            return cls(continuous=True, lookahead=6.0, lookahead_per_speed=0.15, lateral_accel=180.0, braking_decel=90.0)
+            # Top speed 75 u/s, so that it starts braking for a bend only once the bend is in the camera's frame
+            # (about 37 units ahead of the car): from 100 u/s it braked for bends 40-60 units ahead, out of sight,
+            # and the policies, braking late, left the road after long straights (docs/results.md, 'A top speed').
+            return cls(continuous=True, lookahead=6.0, lookahead_per_speed=0.15, lateral_accel=180.0, braking_decel=90.0, max_speed=75.0)
         return cls(
             continuous=False, line_room=3.0, lookahead=9.0, lookahead_per_speed=0.15, lateral_accel=430.0,
             speed_margin=BRAKE_EXCESS, steer_tolerance=0.045, steer_hold=0.09, plan_horizon=40,
