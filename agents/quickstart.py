@@ -23,7 +23,7 @@ from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderb
 from agents.video import RecordConfig, record_video
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
-from nac.config import need
+from nac.config import ConfigError, need
 from nac.heads import HEADS
 
 
@@ -81,10 +81,22 @@ class QuickstartConfig:
         need(self.seed >= 0, f"seed must be >= 0 (got {self.seed})")
         need(self.rate_window >= 0, f"rate_window must be >= 0 (got {self.rate_window})")
         self.train_config("<demos>", "<run>")  # its fields are checked now, with training's own messages, before anything runs
+        try:  # and the DAgger rounds' (a bad --dagger-beta would otherwise fail after the training)
+            self.dagger_config("<run>")
+        except ConfigError as e:
+            raise ConfigError(f"the DAgger rounds' {e}") from None
         first, last = 1000 * self.seed, 1000 * self.seed + self.episodes - 1
         need(last < self.eval_seed_start or first >= self.eval_seed_start + self.eval_episodes,
              f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include the held-out seeds "
              f"{self.eval_seed_start}..{self.eval_seed_start + self.eval_episodes - 1}; choose a seed below {self.eval_seed_start // 1000}")
+
+    def dagger_config(self, run: str) -> DaggerConfig:
+        """The DAgger rounds of the job (rollout seeds from FIRST_SEED + 1000 * seed)."""
+        return DaggerConfig(
+            run=run, rounds=self.dagger_rounds, episodes=self.dagger_episodes, epochs=self.dagger_epochs, minutes=self.dagger_minutes,
+            workers=self.workers, max_steps=self.max_steps, seed_start=FIRST_SEED + 1000 * self.seed, beta=self.dagger_beta,
+            takeover=self.dagger_takeover,
+        )
 
     def train_config(self, data: str, run: str) -> TrainConfig:
         """The behaviour cloning of the job."""
@@ -127,10 +139,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
 
     t0 = time.monotonic()
     _stage(f"3/5 {cfg.dagger_rounds} DAgger rounds: {cfg.dagger_episodes} policy rollouts labelled by the expert, {cfg.dagger_epochs} epochs of training each")
-    dagger(DaggerConfig(
-        run=str(run), rounds=cfg.dagger_rounds, episodes=cfg.dagger_episodes, epochs=cfg.dagger_epochs, minutes=cfg.dagger_minutes,
-        workers=cfg.workers, max_steps=cfg.max_steps, seed_start=FIRST_SEED + 1000 * cfg.seed, beta=cfg.dagger_beta, takeover=cfg.dagger_takeover,
-    ))
+    dagger(cfg.dagger_config(str(run)))
     timed("dagger", t0)
 
     t0 = time.monotonic()

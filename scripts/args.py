@@ -42,7 +42,7 @@ def float_above(minimum: float, inclusive: bool) -> Callable[[str], float]:
             value = float(text)
         except ValueError:
             value = None
-        if value is None or not (value >= minimum if inclusive else value > minimum) or value != value:
+        if value is None or not (value >= minimum if inclusive else value > minimum):  # NaN compares false: refused
             raise argparse.ArgumentTypeError(f"expected a number {'>=' if inclusive else '>'} {minimum:g}, got {text!r}")
         return value
 

@@ -100,6 +100,8 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["quickstart", "--regular-share", "2"], "regular share must be in [0, 1] (got 2.0)"),
         (["quickstart", "--discrete", "--rate-window", "-1"], "--rate-window"),
         (["quickstart", "--rate-window", "2"], "--rate-window is for --discrete"),
+        (["quickstart", "--dagger-beta", "1.5"], "the DAgger rounds' beta must be in [0, 1) (got 1.5)"),
+        (["quickstart", "--dagger-takeover", "-1"], "expected a number >= 0, got '-1'"),
         (["study"], "give --out DIR"),
         (["study", "--out", "/tmp/x", "--variant", "x:foo=1"], "unknown recipe field 'foo'"),
         (["study", "--report", "/nonexistent"], "/nonexistent not found"),
