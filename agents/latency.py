@@ -1,4 +1,5 @@
-"""Per-step latency of driving policies on one CPU thread (`nacdrive bench policy`)."""
+"""Per-step latency of driving policies on one CPU thread (`nacdrive bench policy`), and of the
+simulator's step with gymnasium's renderer against ours (`nacdrive bench env`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.env import make_env
+import gymnasium as gym
+
+from agents.env import ENV_ID, FAST_ID, make_env
 from agents.experts import make_expert
 from agents.policy import DrivingPolicy
 from nac.driving import DrivingNet, DrivingNetConfig
@@ -40,9 +43,37 @@ def step_latency(policy: DrivingPolicy, frames: np.ndarray, warmup: int = 50) ->
         policy.select_action(frame)
         if i >= warmup:
             ms.append((time.perf_counter() - t0) * 1e3)
+    return percentiles(ms)
+
+
+def percentiles(ms: list[float]) -> dict[str, float]:
     a = np.asarray(ms)
     return {"steps": len(a), "p50_ms": float(np.percentile(a, 50)), "p90_ms": float(np.percentile(a, 90)),
             "p99_ms": float(np.percentile(a, 99)), "max_ms": float(a.max())}
+
+
+def bench_env(steps: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
+    """env.step of gymnasium's CarRacing-v3 and of ours (FastCarRacing), stepped in turn in one
+    process with the same actions (the track expert's) on the same track: per-step percentiles,
+    and how many of the observations differed (0 expected)."""
+    torch.set_num_threads(1)
+    envs = {name: gym.make(env_id, continuous=True, max_episode_steps=steps) for name, env_id in
+            (("gymnasium CarRacing-v3", ENV_ID), ("nac-drive FastCarRacing", FAST_ID))}
+    obs = {name: env.reset(seed=seed)[0] for name, env in envs.items()}
+    expert = make_expert("track", envs["gymnasium CarRacing-v3"])
+    expert.reset()
+    ms: dict[str, list[float]] = {name: [] for name in envs}
+    differ = 0
+    for _ in range(steps):
+        action = expert.select_action(obs["gymnasium CarRacing-v3"])
+        for name, env in envs.items():
+            t0 = time.perf_counter()
+            obs[name], _, term, trunc, _ = env.step(action)
+            ms[name].append((time.perf_counter() - t0) * 1e3)
+        differ += int(not np.array_equal(*obs.values()))
+        if term or trunc:
+            break
+    return [{"env": name, **percentiles(ms[name]), "frames_differing": differ} for name in envs]
 
 
 def bench_policies(runs: list[str], heads: list[str], steps: int = 1000, threads: int = 1) -> list[dict[str, Any]]:

@@ -19,10 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             "pairwise), torch MHA, LSTM, GRU, CfC, LTC (and torch-nac when installed), all in "
             "one process; then NAC-8k and sqrt at T=256..8192, and sqrt's recall of exact Top-K. "
             "'bench policy' times DrivingPolicy.select_action per step (one CNN pass + the head's streaming "
-            "step) over 1000 real CarRacing frames on one CPU thread: p50/p90/p99/max per policy."
+            "step) over 1000 real CarRacing frames on one CPU thread: p50/p90/p99/max per policy. "
+            "'bench env' times env.step of gymnasium's CarRacing-v3 against nac-drive's faster "
+            "renderer (same pixels), stepped in turn with the track expert's actions."
         ),
     )
-    p.add_argument("target", choices=["nac", "policy", "bridge"], help="nac: the layer (Appendix D.4); policy: closed-loop step latency; bridge: Udacity bridge round trips")
+    p.add_argument("target", choices=["nac", "policy", "bridge", "env"], help="nac: the layer (Appendix D.4); policy: closed-loop step latency; bridge: Udacity bridge round trips; env: the simulator's step")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--seq-len", type=positive_int, default=1024, help="T of the main table (default 1024)")
     p.add_argument("--passes", type=positive_int, default=10, help="timed forward passes (default 10)")
@@ -31,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-pairwise", action="store_true", help="leave out NAC-PW (O(T^2) memory)")
     p.add_argument("--runs", nargs="+", default=[], metavar="RUN", help="policy: run folders to time")
     p.add_argument("--heads", nargs="*", default=None, metavar="HEAD", help="policy: untrained networks to time (default nac lstm gru cfc mha without --runs)")
-    p.add_argument("--steps", type=positive_int, default=1000, help="policy: steps timed (default 1000)")
+    p.add_argument("--steps", type=positive_int, default=1000, help="policy, env: steps timed (default 1000)")
     p.add_argument("--run", metavar="RUN", help="bridge: a --task udacity run to serve")
     p.add_argument("--seconds", type=positive_int, default=60, help="bridge: how long to drive (default 60)")
     p.set_defaults(func=run)
@@ -42,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         return run_policy(args)
     if args.target == "bridge":
         return run_bridge(args)
+    if args.target == "env":
+        return run_env(args)
     from nac.bench import BenchConfig, run as run_bench, to_markdown
 
     scaling = tuple(t for t in (256, 512, 1024, 2048, 4096, 8192, 16384) if t <= args.max_len)
@@ -62,6 +66,18 @@ def run_policy(args: argparse.Namespace) -> int:
     print("| policy | head | p50 ms | p90 ms | p99 ms | max ms |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['policy']} | {r['head']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.2f} |")
+    _write_json(args.json, rows)
+    return 0
+
+
+def run_env(args: argparse.Namespace) -> int:
+    from agents.latency import bench_env
+
+    rows = bench_env(args.steps)
+    print("| env.step | steps | p50 ms | p90 ms | p99 ms | max ms |\n|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['env']} | {r['steps']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.2f} |")
+    print(f"\nmedian ratio: {rows[0]['p50_ms'] / rows[1]['p50_ms']:.2f}x; observations differing: {rows[0]['frames_differing']} of {rows[0]['steps']}")
     _write_json(args.json, rows)
     return 0
 

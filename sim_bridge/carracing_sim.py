@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.collect import SteeringDrift
-from agents.env import ENV_ID, car_state, skipped_tiles
+from agents.env import FAST_ID, car_state, skipped_tiles
 from agents.experts.track import TrackFollowingExpert
 from agents.rollout import SOLVED, lost_to_skip, summarize
 from nac.checkpoint import write_json
@@ -65,7 +65,7 @@ class SimConfig:
 
 
 def make_sim_env(max_steps: int) -> gym.Env:
-    return gym.make(ENV_ID, continuous=True, render_mode="rgb_array", max_episode_steps=max_steps)
+    return gym.make(FAST_ID, continuous=True, render_mode="rgb_array", max_episode_steps=max_steps)
 
 
 def record_training(cfg: SimConfig) -> dict[str, Any]:

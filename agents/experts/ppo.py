@@ -25,7 +25,7 @@ from safetensors.torch import save_model
 from torch import nn
 from tqdm import tqdm
 
-from agents.env import ENV_ID, EPISODE_STEPS
+from agents.env import EPISODE_STEPS, FAST_ID
 from agents.experts.ppo_expert import PPO_EXPORT, SIZE, SKIP, STACK, policy_kwargs
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
@@ -79,7 +79,7 @@ class ExpertLabel(gym.Wrapper):
 
 
 def make_ppo_env(continuous: bool, max_steps: int = EPISODE_STEPS, labels: bool = True) -> gym.Env:
-    env: gym.Env = gym.make(ENV_ID, continuous=continuous, max_episode_steps=max_steps)
+    env: gym.Env = gym.make(FAST_ID, continuous=continuous, max_episode_steps=max_steps)
     if labels:
         env = ExpertLabel(env)
     env = FrameSkip(env, SKIP)

@@ -50,7 +50,7 @@ def test_every_subcommand_has_help(command, capsys):
         (["nope"], "invalid choice: 'nope'"),
         (["bench", "nac", "--bogus"], "nacdrive bench: unrecognized arguments: --bogus"),
         (["bench", "nac", "--passes", "zero"], "expected a whole number >= 1, got 'zero'"),
-        (["bench", "lstm"], "invalid choice: 'lstm' (choose from 'nac', 'policy', 'bridge')"),
+        (["bench", "lstm"], "invalid choice: 'lstm' (choose from 'nac', 'policy', 'bridge', 'env')"),
     ],
 )
 def test_bad_command_lines_end_with_one_line_saying_what_is_allowed(argv, expected, capsys):
@@ -68,6 +68,15 @@ def test_bench_writes_a_table_and_json(tmp_path):
     assert all(row["mean_s"] > 0 and row["peak_mb"] > 0 for row in data["table"])
     assert [r["seq_len"] for r in data["scaling"] if r["model"] == "NAC-sqrt/8k"] == [256]
     assert 0 <= data["sqrt_recall"][0]["random"] <= 1
+
+
+def test_bench_env_times_both_renderers_on_the_same_frames(tmp_path, capsys):
+    out = tmp_path / "env.json"
+    assert main(["bench", "env", "--steps", "40", "--json", str(out)]) == 0
+    assert "observations differing: 0 of 40" in capsys.readouterr().out
+    rows = json.loads(out.read_text())
+    assert [r["env"] for r in rows] == ["gymnasium CarRacing-v3", "nac-drive FastCarRacing"]
+    assert all(r["steps"] == 40 and 0 < r["p50_ms"] <= r["max_ms"] for r in rows)
 
 
 def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
