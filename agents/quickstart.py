@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.bc import frame_gaps
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.collect import CollectConfig, collect
@@ -24,22 +25,16 @@ from agents.video import RecordConfig, record_video
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
-from nac.heads import HEADS
 
 
 def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     """The defaults of the quick start, as measured (docs/results.md).
 
     Continuous: the shipped policies' recipe (50 demonstrations, 4 epochs; agents/pretrained/README.md),
-    and for heads told the frames' times a mix of windows, half with regular gaps and half with gaps of
-    1..3 steps: every NAC run of it drove at the expert's level (run means 927.6-927.7, 149 laps of
-    150: 'Robustness'), where regular windows lost 18 % of NAC's laps; the heads without a time input
-    (LSTM, GRU, MHA) see every gap as one step and lost laps on the mix, so they keep regular windows.
-    Discrete: the discrete expert plans (26 ms a step), so 30 demonstrations and 6 epochs."""
-    if continuous:
-        mix = getattr(HEADS.get(head), "accepts_time", False)
-        return {"episodes": 50, "train_epochs": 4, "stride_jitter": 3 if mix else 1, "regular_share": 0.5 if mix else 0.0}
-    return {"episodes": 30, "train_epochs": 6, "stride_jitter": 1, "regular_share": 0.0}
+    with the recipe's frame gaps for the head (agents.bc.frame_gaps). Discrete: the discrete expert
+    plans (26 ms a step), so 30 demonstrations and 6 epochs."""
+    counts = {"episodes": 50, "train_epochs": 4} if continuous else {"episodes": 30, "train_epochs": 6}
+    return {**counts, **frame_gaps(head, continuous)}
 
 
 @dataclass

@@ -29,7 +29,7 @@ import torch
 from tqdm import tqdm
 
 from agents import perturb
-from agents.bc import net_config
+from agents.bc import frame_gaps, net_config
 from agents.collect import CollectConfig, collect
 from agents.dagger import FIRST_SEED, DaggerConfig, dagger
 from agents.env import EPISODE_STEPS
@@ -65,8 +65,8 @@ class Recipe(ConfigDict):
     dagger_off_road: int = DaggerConfig.off_road_steps  # > 0: a DAgger rollout ends once the car has been off the road this many steps in a row
     dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over a DAgger rollout while the car is this many u/s too fast or off the road (dagger --takeover)
     window: int = 8  # frames per window
-    stride_jitter: int = 1  # > 1: windows with irregular frame gaps 1..J (true timestamps kept)
-    regular_share: float = 0.0  # with stride_jitter > 1: this share of windows keeps regular gaps
+    stride_jitter: int | None = None  # > 1: windows with irregular frame gaps 1..J (true timestamps kept) ...
+    regular_share: float | None = None  # ... except this share of them; None: the recipe's for the head (agents.bc.frame_gaps)
     shift: int = 0  # random image shifts of up to this many pixels (train --shift)
     select_episodes: int = 0  # > 0: best weights by closed-loop return over this many episodes (train --select-episodes)
     lr: float = 1e-4  # Adam learning rate
@@ -90,13 +90,15 @@ class Recipe(ConfigDict):
             except ConfigError as e:  # its fields are dagger_* here
                 raise ConfigError(f"the DAgger rounds' {e}") from None
 
-    def train_config(self, demos: str, out: str, head: str, seed: int, task: str = "carracing", max_steps: int = EPISODE_STEPS, device: str = "auto") -> TrainConfig:
+    def train_config(self, demos: str, out: str, head: str, seed: int, task: str = "carracing", max_steps: int = EPISODE_STEPS, device: str = "auto",
+                     continuous: bool = True) -> TrainConfig:
         """The behaviour cloning of one run by this recipe (a PilotNet run takes UDACITY_FIELDS)."""
         common: dict[str, Any] = dict(data=[demos], out=out, task=task, head=head, epochs=self.epochs, lr=self.lr, ema=self.ema, batch_size=self.batch_size,
                                       val_fraction=self.val_fraction, seed=seed, device=device)
         if task == "udacity":
             return TrainConfig(**common, net=dict(self.net))
-        return TrainConfig(**common, window=self.window, stride_jitter=self.stride_jitter, regular_share=self.regular_share, shift=self.shift,
+        gaps = {k: v if v is not None else frame_gaps(head, continuous)[k] for k, v in (("stride_jitter", self.stride_jitter), ("regular_share", self.regular_share))}
+        return TrainConfig(**common, window=self.window, **gaps, shift=self.shift,
                            select_episodes=self.select_episodes, select_steps=max_steps, loss=self.loss, balance=self.balance,
                            net={"use_time": True, **self.net})
 
@@ -186,7 +188,7 @@ class StudyConfig:
             if self.task == "carracing":  # its network for every head, checked now rather than in a training worker
                 for h in self.heads:
                     try:
-                        net_config(recipe.train_config("<demos>", "<run>", head=h, seed=0), "continuous" if self.continuous else "discrete")
+                        net_config(recipe.train_config("<demos>", "<run>", head=h, seed=0, continuous=self.continuous), "continuous" if self.continuous else "discrete")
                     except ConfigError as e:
                         raise ConfigError(f"variant {name!r} with head {h}: {e}") from None
         need(self.demos >= 2, f"demos must be >= 2 (one episode is held out for validation; got {self.demos})")
@@ -251,7 +253,8 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     with quiet_bars():
         if not (run / "dagger.json").is_file():  # behaviour cloning is over once DAgger has begun
-            train_resumable(recipe.train_config(job["demos"], str(run), job["head"], job["seed"], max_steps=job["max_steps"], device=job.get("device", "auto")))
+            train_resumable(recipe.train_config(job["demos"], str(run), job["head"], job["seed"], max_steps=job["max_steps"], device=job.get("device", "auto"),
+                                                continuous=job["continuous"]))
         dag: dict[str, Any] = {"rounds": []}
         if recipe.dagger_rounds:
             dag = dagger(recipe.dagger_config(str(run), job["expert"], job["seed"], max_steps=job["max_steps"]), quiet=True)
@@ -440,7 +443,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     def train_task(run: dict[str, Any]) -> Task:
         job = {
             "path": str(cfg.run_dir(run["key"])), "demos": str(cfg.demos_dir(noise(run))), "head": run["head"], "seed": run["seed"],
-            "recipe": study.data["recipes"][run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps,
+            "recipe": study.data["recipes"][run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps, "continuous": cfg.continuous,
             "device": "cuda" if ray_gpus else "cpu",
         }
         return Task(("train", run["key"]), train_guarded, (kind.train, job), cpus=1, gpus=1 if ray_gpus else 0)

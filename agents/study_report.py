@@ -296,7 +296,7 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
                   "not in the aggregates below):", ""] + [f"- {k}: {m}" for k, m in sorted(diverged.items())] + [""]
     if study.get("recipes"):  # every field, as trained (studies from before they were stored have only the overrides above)
         used = (lambda k: k in UDACITY_FIELDS) if cfg.get("task") == "udacity" else (lambda k: True)  # PilotNet runs: no DAgger, no windows
-        lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={val}" for k, val in r.items() if used(k)) for v, r in study["recipes"].items()] + [""]
+        lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={'by head' if val is None else val}" for k, val in r.items() if used(k)) for v, r in study["recipes"].items()] + [""]
     key = offline_key(cfg)
     offline_name = "validation MSE" if key == "val_loss" else "offline accuracy"
     for level, entry in result["levels"].items():

@@ -107,6 +107,24 @@ def test_variants_parse_and_refuse():
         parse_variant("x:balance=equal")
 
 
+def test_the_study_trains_each_head_by_the_quick_starts_recipe_unless_told_otherwise():
+    """The default recipe's frame gaps are the quick start's for each head and action space (one rule:
+    agents.bc.frame_gaps); a variant's own values win."""
+    from agents.quickstart import QuickstartConfig
+    from agents.study import Recipe
+
+    def gaps(recipe, head, continuous=True):
+        t = recipe.train_config("d", "r", head=head, seed=0, continuous=continuous)
+        return t.stride_jitter, t.regular_share
+
+    for head in ("nac", "cfc", "lstm", "mha"):
+        for continuous in (True, False):
+            q = QuickstartConfig(head=head, continuous=continuous).train_config("d", "r")
+            assert gaps(Recipe(), head, continuous) == (q.stride_jitter, q.regular_share)
+    assert gaps(Recipe(), "nac") == (3, 0.5) and gaps(Recipe(), "gru") == (1, 0.0) and gaps(Recipe(), "nac", False) == (1, 0.0)
+    assert gaps(Recipe(stride_jitter=1), "nac") == (1, 0.5) and gaps(Recipe(stride_jitter=2, regular_share=0.0), "lstm") == (2, 0.0)
+
+
 def test_study_config_refuses(tmp_path):
     with pytest.raises(ConfigError, match="unknown heads"):
         tiny(tmp_path, heads=["nac", "transformer"])
@@ -202,14 +220,18 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     assert json.loads((moved / "runs/base/gru/seed0/config.json").read_text())["train"]["shift"] == 1
     assert grown["recipes"] == old["recipes"]
     # a study written before recipes were stored gets them from its overrides on the defaults of that
-    # time (study.LEGACY_RECIPE), not today's: one that differed in lr would be refused by name
+    # time (study.LEGACY_RECIPE), not today's: regular frame gaps for every head, where today's recipe
+    # gives each head its own (None); continued with those values passed, and refused by name without
     older = {k: v for k, v in data.items() if k != "recipes"}
     (moved / "study.json").write_text(json.dumps(older))
-    assert run_study(tiny(moved, workers=2), quiet=True)["recipes"] == data["recipes"]
+    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with stride_jitter=1 \(asked: None\), regular_share=0.0 \(asked: None\)"):
+        run_study(tiny(moved, workers=2), quiet=True)
+    regular = {**TINY, "stride_jitter": 1, "regular_share": 0.0}
+    assert run_study(tiny(moved, workers=2, variants={"base": regular}), quiet=True)["recipes"] == {"base": {**data["recipes"]["base"], **regular}}
     (moved / "study.json").write_text(json.dumps(older))
     monkeypatch.setitem(study.LEGACY_RECIPE, "lr", 3e-4)
     with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with lr=0.0003 \(asked: 0.0001\)"):
-        run_study(tiny(moved, workers=2), quiet=True)
+        run_study(tiny(moved, workers=2, variants={"base": regular}), quiet=True)
 
 
 def test_a_run_that_diverges_is_reported_not_retried_and_not_driven(process_study, tmp_path, monkeypatch):
