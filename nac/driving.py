@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -23,6 +24,27 @@ ACTION_SPACES = ("discrete", "continuous")
 DISCRETE_ACTIONS = 5  # gymnasium CarRacing: noop, right, left, gas, brake
 CONTINUOUS_ACTIONS = 3  # steer in [-1, 1], gas and brake in [0, 1]
 TASK = "carracing"
+
+
+class Dropout(nn.Dropout):
+    """nn.Dropout whose mask, on the CPU, comes from numpy's PCG64 rather than torch's Bernoulli
+    sampler: torch's costs about 11 ns an element on this CPU (the first conv layer's output of a
+    training batch, 1.75 M elements: 20 ms for F.dropout on one thread, a fifth of the whole
+    training step), 16 random bits from numpy about 1.7 ns. Each element is kept where its 16 bits
+    are >= round(p * 65536) (p = 0.2: dropped with probability 0.19999695) and scaled by the inverse
+    of the keep probability, so the expected output is the input, as nn.Dropout's. The numpy
+    generator is seeded from torch's, so torch.manual_seed decides the masks (training seeds it
+    per step). Elsewhere (CUDA, evaluation, p = 0): nn.Dropout itself. No weights: checkpoints
+    are the same either way."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0 or x.device.type != "cpu" or self.inplace:
+            return super().forward(x)
+        cut = round(self.p * 65536)
+        seed = int(torch.randint(0, 2**62, (1,)))
+        bits = np.frombuffer(np.random.default_rng(seed).bytes(2 * x.numel()), dtype=np.uint16)
+        keep = torch.from_numpy(bits >= cut).view(x.shape).to(x.dtype)
+        return x * keep.mul_(65536 / (65536 - cut))
 
 
 @dataclass
@@ -114,13 +136,13 @@ class DrivingNet(nn.Module):
         self.config = config
         p = config.dropout
         self.cnn = nn.Sequential(
-            nn.Conv2d(3, 10, 3, stride=2), nn.ReLU(), nn.Dropout(p),
-            nn.Conv2d(10, 20, 5, stride=2), nn.ReLU(), nn.Dropout(p),
-            nn.Conv2d(20, 30, 5, stride=2), nn.ReLU(), nn.Dropout(p),
+            nn.Conv2d(3, 10, 3, stride=2), nn.ReLU(), Dropout(p),
+            nn.Conv2d(10, 20, 5, stride=2), nn.ReLU(), Dropout(p),
+            nn.Conv2d(20, 30, 5, stride=2), nn.ReLU(), Dropout(p),
             nn.Flatten(),
         )
         self.head: SequenceHead = build_head(config.head_config())
-        self.mlp = nn.Sequential(nn.Linear(self.head.config.out_dim, config.hidden), nn.ReLU(), nn.Dropout(p))
+        self.mlp = nn.Sequential(nn.Linear(self.head.config.out_dim, config.hidden), nn.ReLU(), Dropout(p))
         self.out = nn.Linear(config.hidden, config.outputs)
 
     # The three stages are public so that training can encode each distinct frame once and

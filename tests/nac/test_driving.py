@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from nac import ConfigError
-from nac.driving import DrivingNet, DrivingNetConfig, cnn_features
+from nac.driving import DrivingNet, DrivingNetConfig, Dropout, cnn_features
 
 HEADS = ["nac", "lstm", "cfc", "mha"]
 
@@ -82,3 +82,24 @@ def test_a_checkpoint_that_does_not_match_its_config_is_refused(tmp_path):
 def test_bad_network_configs_say_what_is_allowed(options, message):
     with pytest.raises(ConfigError, match=message):
         DrivingNetConfig(**options)
+
+
+def test_dropout_drops_a_fifth_scales_the_rest_and_follows_torchs_seed():
+    d = Dropout(0.2)
+    x = torch.rand(400, 50, 50) + 0.5
+    d.eval()
+    assert torch.equal(d(x), x)
+    d.train()
+    torch.manual_seed(3)
+    y = d(x)
+    kept = y != 0
+    assert abs(1 - kept.float().mean().item() - 0.2) < 0.002  # 1 M elements: the share dropped is p, to 0.2 %
+    assert torch.allclose(y[kept], x[kept] * (65536 / (65536 - 13107)))  # the rest scaled so that E[y] = x
+    torch.manual_seed(3)
+    assert torch.equal(d(x), y)  # torch.manual_seed decides the mask, as for nn.Dropout
+    assert not torch.equal(d(x), y)
+    xg = x.clone().requires_grad_(True)
+    torch.manual_seed(3)
+    d(xg).sum().backward()
+    assert torch.allclose(xg.grad, kept.float() * (65536 / (65536 - 13107)))
+    assert torch.equal(Dropout(0.0).train()(x), x)
