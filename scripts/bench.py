@@ -21,10 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             "'bench policy' times DrivingPolicy.select_action per step (one CNN pass + the head's streaming "
             "step) over 1000 real CarRacing frames on one CPU thread: p50/p90/p99/max per policy. "
             "'bench env' times env.step of gymnasium's CarRacing-v3 against nac-drive's faster "
-            "renderer (same pixels), stepped in turn with the track expert's actions."
+            "renderer (same pixels), stepped in turn with the track expert's actions. 'bench train' times "
+            "a behaviour-cloning step (forward, backward, Adam) per head with nac-drive's dropout and "
+            "torch's, in turn, in one process."
         ),
     )
-    p.add_argument("target", choices=["nac", "policy", "bridge", "env"], help="nac: the layer (Appendix D.4); policy: closed-loop step latency; bridge: Udacity bridge round trips; env: the simulator's step")
+    p.add_argument("target", choices=["nac", "policy", "bridge", "env", "train"], help="nac: the layer (Appendix D.4); policy: closed-loop step latency; bridge: Udacity bridge round trips; env: the simulator's step; train: a training step")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--seq-len", type=positive_int, default=1024, help="T of the main table (default 1024)")
     p.add_argument("--passes", type=positive_int, default=10, help="timed forward passes (default 10)")
@@ -32,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=non_negative_int, default=0, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--skip-pairwise", action="store_true", help="leave out NAC-PW (O(T^2) memory)")
     p.add_argument("--runs", nargs="+", default=[], metavar="RUN", help="policy: run folders to time")
-    p.add_argument("--heads", nargs="*", default=None, metavar="HEAD", help="policy: untrained networks to time (default nac lstm gru cfc mha without --runs)")
-    p.add_argument("--steps", type=positive_int, default=1000, help="policy, env: steps timed (default 1000)")
+    p.add_argument("--heads", nargs="*", default=None, metavar="HEAD", help="policy: untrained networks to time (default nac lstm gru cfc mha without --runs); train: heads (default nac)")
+    p.add_argument("--steps", type=positive_int, default=None, help="policy, env: steps timed (default 1000); train: steps per dropout (default 60)")
     p.add_argument("--run", metavar="RUN", help="bridge: a --task udacity run to serve")
     p.add_argument("--seconds", type=positive_int, default=60, help="bridge: how long to drive (default 60)")
     p.set_defaults(func=run)
@@ -46,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
         return run_bridge(args)
     if args.target == "env":
         return run_env(args)
+    if args.target == "train":
+        return run_train(args)
     from nac.bench import BenchConfig, run as run_bench, to_markdown
 
     scaling = tuple(t for t in (256, 512, 1024, 2048, 4096, 8192, 16384) if t <= args.max_len)
@@ -62,7 +66,7 @@ def run_policy(args: argparse.Namespace) -> int:
     from agents.latency import bench_policies
 
     heads = args.heads if args.heads is not None else ([] if args.runs else ["nac", "lstm", "gru", "cfc", "mha"])
-    rows = bench_policies(args.runs, heads, steps=args.steps, threads=args.threads or 1)
+    rows = bench_policies(args.runs, heads, steps=args.steps or 1000, threads=args.threads or 1)
     print("| policy | head | p50 ms | p90 ms | p99 ms | max ms |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['policy']} | {r['head']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.2f} |")
@@ -73,11 +77,25 @@ def run_policy(args: argparse.Namespace) -> int:
 def run_env(args: argparse.Namespace) -> int:
     from agents.latency import bench_env
 
-    rows = bench_env(args.steps)
+    rows = bench_env(args.steps or 1000)
     print("| env.step | steps | p50 ms | p90 ms | p99 ms | max ms |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['env']} | {r['steps']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.2f} |")
     print(f"\nmedian ratio: {rows[0]['p50_ms'] / rows[1]['p50_ms']:.2f}x; observations differing: {rows[0]['frames_differing']} of {rows[0]['steps']}")
+    _write_json(args.json, rows)
+    return 0
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from agents.latency import bench_train
+
+    steps = args.steps or 60
+    rows = bench_train(args.heads or ["nac"], steps=steps, threads=args.threads or 1)
+    print("| head | dropout | steps | p50 ms | p90 ms | p99 ms | max ms |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['head']} | {r['dropout']} | {r['steps']} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} |")
+    for r in rows[::2]:
+        print(f"{r['head']}: torch's dropout / ours, median step: {r['ratio_p50']:.2f}x")
     _write_json(args.json, rows)
     return 0
 

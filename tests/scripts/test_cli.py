@@ -50,7 +50,7 @@ def test_every_subcommand_has_help(command, capsys):
         (["nope"], "invalid choice: 'nope'"),
         (["bench", "nac", "--bogus"], "nacdrive bench: unrecognized arguments: --bogus"),
         (["bench", "nac", "--passes", "zero"], "expected a whole number >= 1, got 'zero'"),
-        (["bench", "lstm"], "invalid choice: 'lstm' (choose from 'nac', 'policy', 'bridge', 'env')"),
+        (["bench", "lstm"], "invalid choice: 'lstm' (choose from 'nac', 'policy', 'bridge', 'env', 'train')"),
     ],
 )
 def test_bad_command_lines_end_with_one_line_saying_what_is_allowed(argv, expected, capsys):
@@ -77,6 +77,18 @@ def test_bench_env_times_both_renderers_on_the_same_frames(tmp_path, capsys):
     rows = json.loads(out.read_text())
     assert [r["env"] for r in rows] == ["gymnasium CarRacing-v3", "nac-drive FastCarRacing"]
     assert all(r["steps"] == 40 and 0 < r["p50_ms"] <= r["max_ms"] for r in rows)
+
+
+def test_bench_train_times_both_dropouts_per_head(tmp_path, capsys):
+    out = tmp_path / "train.json"
+    assert main(["bench", "train", "--heads", "gru", "--steps", "5", "--json", str(out)]) == 0
+    assert "gru: torch's dropout / ours, median step:" in capsys.readouterr().out
+    rows = json.loads(out.read_text())
+    assert [(r["head"], r["dropout"]) for r in rows] == [("gru", "nac-drive Dropout"), ("gru", "torch nn.Dropout")]
+    assert all(r["steps"] == 5 and 0 < r["p50_ms"] <= r["max_ms"] and r["ratio_p50"] > 0 for r in rows)
+    from nac.driving import Dropout
+    import torch
+    assert Dropout.forward is not torch.nn.Dropout.forward  # put back after the benchmark
 
 
 def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
