@@ -4,13 +4,13 @@ step with torch's dropout against ours (`nacdrive bench train`)."""
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
-
-import gymnasium as gym
 
 from agents.env import ENV_ID, FAST_ID, make_env
 from agents.experts import make_expert
@@ -92,39 +92,44 @@ def bench_policies(runs: list[str], heads: list[str], steps: int = 1000, threads
     return rows
 
 
+def with_torch_dropout(net: torch.nn.Module) -> torch.nn.Module:
+    """A copy of net (same weights) whose Dropout layers are torch's nn.Dropout."""
+    twin = copy.deepcopy(net)
+    for module in list(twin.modules()):
+        for name, child in module.named_children():
+            if isinstance(child, Dropout):
+                setattr(module, name, torch.nn.Dropout(child.p))
+    return twin
+
+
 def bench_train(heads: list[str], steps: int = 60, threads: int = 1, seed: int = 0) -> list[dict[str, Any]]:
     """One behaviour-cloning step (forward, backward, Adam) of the driving network per head, on
     batches as training builds them (32 windows of 8 frames, 4 runs of 8 overlapping windows:
-    60 distinct real frames), with nac-drive's Dropout and with torch's (nn.Dropout.forward),
+    60 distinct real frames), with nac-drive's Dropout and, on a copy of the network, torch's,
     taken in turn in blocks of 5 steps in one process: per-step percentiles and the ratio of medians."""
     torch.set_num_threads(threads)
     frames = torch.from_numpy(camera_frames(600, seed))
     rng = np.random.default_rng(seed)
-    ours, theirs = Dropout.forward, torch.nn.Dropout.forward
     rows = []
     for head in heads:
         torch.manual_seed(seed)
-        net = DrivingNet(DrivingNetConfig(head=head, action_space="continuous"))
-        net.train()
-        opt = torch.optim.Adam(net.parameters(), 1e-4)
-        ms: dict[str, list[float]] = {"nac-drive Dropout": [], "torch nn.Dropout": []}
-        try:
-            for block in range(2 * (steps // 5 + 1)):
-                name = list(ms)[block % 2]
-                Dropout.forward = ours if block % 2 == 0 else theirs  # type: ignore[method-assign]
-                for _ in range(5):
-                    starts = rng.integers(0, len(frames) - 15, size=4)
-                    rows_ = np.concatenate([np.arange(s, s + 15) for s in starts])  # 4 x 15 distinct frames
-                    index = torch.tensor([[r * 15 + w + k for k in range(8)] for r in range(4) for w in range(8)])
-                    times = index.float() / 50.0
-                    t0 = time.perf_counter()
-                    loss = net(frames[rows_], times, index).pow(2).mean()
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    ms[name].append((time.perf_counter() - t0) * 1e3)
-        finally:
-            Dropout.forward = ours  # type: ignore[method-assign]
+        ours = DrivingNet(DrivingNetConfig(head=head, action_space="continuous"))
+        nets = {"nac-drive Dropout": ours, "torch nn.Dropout": with_torch_dropout(ours)}
+        opts = {name: torch.optim.Adam(net.parameters(), 1e-4) for name, net in nets.items()}
+        ms: dict[str, list[float]] = {name: [] for name in nets}
+        for block in range(2 * (steps // 5 + 1)):
+            name = list(nets)[block % 2]
+            net, opt = nets[name].train(), opts[name]
+            for _ in range(5):
+                starts = rng.integers(0, len(frames) - 15, size=4)
+                rows_ = np.concatenate([np.arange(s, s + 15) for s in starts])  # 4 x 15 distinct frames
+                index = torch.tensor([[r * 15 + w + k for k in range(8)] for r in range(4) for w in range(8)])
+                t0 = time.perf_counter()
+                loss = net(frames[rows_], index.float() / 50.0, index).pow(2).mean()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                ms[name].append((time.perf_counter() - t0) * 1e3)
         stats = {name: percentiles(v[5:]) for name, v in ms.items()}  # the first block warms up
         ratio = stats["torch nn.Dropout"]["p50_ms"] / stats["nac-drive Dropout"]["p50_ms"]
         rows += [{"head": head, "dropout": name, **st, "ratio_p50": ratio} for name, st in stats.items()]

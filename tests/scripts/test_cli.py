@@ -86,9 +86,15 @@ def test_bench_train_times_both_dropouts_per_head(tmp_path, capsys):
     rows = json.loads(out.read_text())
     assert [(r["head"], r["dropout"]) for r in rows] == [("gru", "nac-drive Dropout"), ("gru", "torch nn.Dropout")]
     assert all(r["steps"] == 5 and 0 < r["p50_ms"] <= r["max_ms"] and r["ratio_p50"] > 0 for r in rows)
-    from nac.driving import Dropout
+    from agents.latency import with_torch_dropout
+    from nac.driving import Dropout, DrivingNet, DrivingNetConfig
     import torch
-    assert Dropout.forward is not torch.nn.Dropout.forward  # put back after the benchmark
+
+    net = DrivingNet(DrivingNetConfig(head="gru"))
+    twin = with_torch_dropout(net)  # what the benchmark compares with: torch's layers, the same weights, net untouched
+    kinds = lambda n: [type(m) for m in n.modules() if isinstance(m, torch.nn.Dropout)]  # noqa: E731
+    assert kinds(net) == [Dropout] * 4 and kinds(twin) == [torch.nn.Dropout] * 4
+    assert all(torch.equal(a, b) for a, b in zip(net.state_dict().values(), twin.state_dict().values()))
 
 
 def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
