@@ -97,7 +97,8 @@ class Recipe(ConfigDict):
                                       val_fraction=self.val_fraction, seed=seed, device=device)
         if task == "udacity":
             return TrainConfig(**common, net=dict(self.net))
-        gaps = {k: v if v is not None else frame_gaps(head, continuous)[k] for k, v in (("stride_jitter", self.stride_jitter), ("regular_share", self.regular_share))}
+        by_head = frame_gaps(head, continuous)
+        gaps = {k: by_head[k] if v is None else v for k, v in (("stride_jitter", self.stride_jitter), ("regular_share", self.regular_share))}
         return TrainConfig(**common, window=self.window, **gaps, shift=self.shift,
                            select_episodes=self.select_episodes, select_steps=max_steps, loss=self.loss, balance=self.balance,
                            net={"use_time": True, **self.net})
