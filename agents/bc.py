@@ -8,7 +8,7 @@ frames, not 64). The loop itself (devices, budget, checkpoints, resume) is agent
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +283,12 @@ def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch
 
 # ---------------------------------------------------------------------- training
 def _resolve(cfg: TrainConfig, demos: Demos, fold_split: tuple[list[str], list[str]] | None) -> TrainConfig:
+    """The run's config with what depends on the data filled in: the validation episodes, and the
+    frame gaps left to the recipe (None) as it gives them for the head and the action space."""
+    if cfg.stride_jitter is None or cfg.regular_share is None:
+        by_head = frame_gaps(cfg.head, demos.action_space == "continuous")
+        cfg = replace(cfg, stride_jitter=by_head["stride_jitter"] if cfg.stride_jitter is None else cfg.stride_jitter,
+                      regular_share=by_head["regular_share"] if cfg.regular_share is None else cfg.regular_share)
     if cfg.val_episodes is None:
         keys = sorted(demos.episodes)
         val = fold_split[1] if fold_split else split_by_episode(keys, cfg.val_fraction, cfg.seed)[1]

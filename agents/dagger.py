@@ -49,7 +49,7 @@ STALL_SPEED, STALL_AFTER = 5.0, 50  # u/s, steps (the car starts from rest)
 class DaggerConfig:
     run: str  # a training run folder (nacdrive train)
     expert: str = "track"  # who labels the frames
-    rounds: int = 1  # rounds of rollouts + training
+    rounds: int = 2  # rounds of rollouts + training (the recipe's two: agents/pretrained/README.md)
     episodes: int = 10  # policy rollouts per round
     beta: float = 0.5  # round r executes the expert's action with probability beta ** r (0: the policy drives alone)
     epochs: int = 2  # training epochs added per round

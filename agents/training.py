@@ -42,6 +42,9 @@ TASKS = ("carracing", "udacity")  # the trainers by name are in agents.tasks
 BALANCE = ("auto", "weights", "sampler", "none")
 LOSSES = ("mse", "l1")
 STATE = "train_state"
+# epochs when none are given: CarRacing's behaviour cloning of the recipe (agents/pretrained/README.md: 4 epochs, then
+# `dagger` adds 2 rounds of 2), PilotNet's 10
+DEFAULT_EPOCHS = {"carracing": 4, "udacity": 10}
 
 
 @dataclass
@@ -54,13 +57,15 @@ class TrainConfig:
     head: str = "nac"  # sequence head (nac.heads.head_names())
     window: int = 8  # carracing: frames per window, labelled with the expert's action at the last one
     frame_stride: int = 1  # carracing: steps between a window's frames
-    stride_jitter: int = 1  # carracing: > 1 draws each gap between a window's frames from 1..J (true times kept)
-    regular_share: float = 0.0  # carracing, with stride_jitter > 1: this share of windows keeps regular gaps (a mix)
+    stride_jitter: int | None = None  # carracing: > 1 draws each gap between a window's frames from 1..J (true times kept)
+    regular_share: float | None = None  # carracing, with stride_jitter > 1: this share of windows keeps regular gaps (a mix)
+    # None (either): the recipe's for the head and the demonstrations' action space (agents.bc.frame_gaps), resolved when
+    # training starts and saved so in the run's config
     shift: int = 0  # carracing: random image shifts of up to this many pixels (DrQ / RAD), one per chunk of steps
     select_episodes: int = 0  # carracing: > 0 keeps as best the weights that drive best over this many closed-loop
     # episodes (seeds SELECT_SEED.., the same at every validation), not those with the lowest validation loss
     select_steps: int = EPISODE_STEPS  # steps per selection episode (default: a whole episode)
-    epochs: int | None = None  # passes over the training data; None: 10, or no limit with minutes
+    epochs: int | None = None  # passes over the training data; None: DEFAULT_EPOCHS of the task, or no limit with minutes
     minutes: float | None = None  # stop after this much training time (summed over resumed sessions)
     batch_size: int = 32  # samples per step (the paper's 32)
     lr: float = 1e-4  # Adam learning rate (the paper's 1e-4)
@@ -90,10 +95,10 @@ class TrainConfig:
         need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
         need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
         need(self.window >= 1 and self.frame_stride >= 1, f"window and frame stride must be >= 1 (got {self.window}, {self.frame_stride})")
-        need(self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
+        need(self.stride_jitter is None or self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
         need(self.select_episodes >= 0 and self.select_steps >= 1, "select_episodes must be >= 0 and select_steps >= 1")
         need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
-        need(0.0 <= self.regular_share <= 1.0, f"regular share must be in [0, 1] (got {self.regular_share})")
+        need(self.regular_share is None or 0.0 <= self.regular_share <= 1.0, f"regular share must be in [0, 1] (got {self.regular_share})")
         need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
         need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")
         need(0 < self.val_fraction < 1, f"validation fraction must be between 0 and 1 (got {self.val_fraction})")
@@ -106,7 +111,7 @@ class TrainConfig:
     def max_epochs(self) -> float:
         if self.epochs is not None:
             return self.epochs
-        return math.inf if self.minutes is not None else 10
+        return math.inf if self.minutes is not None else DEFAULT_EPOCHS[self.task]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":

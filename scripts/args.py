@@ -73,15 +73,14 @@ def add_ray_flag(p: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def add_gap_flags(p: argparse.ArgumentParser, recipe_default: bool = False) -> None:
-    """--stride-jitter and --regular-share: the frame gaps of the training windows (train, quickstart).
-    recipe_default: None when not given, for the command to fill in from its recipe (quickstart)."""
-    p.add_argument("--stride-jitter", type=positive_int, default=None if recipe_default else 1, metavar="J",
+def add_gap_flags(p: argparse.ArgumentParser) -> None:
+    """--stride-jitter and --regular-share: the frame gaps of the training windows (train, quickstart);
+    None when not given: the recipe's for the head and the action space (agents.bc.frame_gaps)."""
+    p.add_argument("--stride-jitter", type=positive_int, default=None, metavar="J",
                    help="draw each gap between a window's frames from 1..J steps (true timestamps kept), so that timed heads "
-                   "learn the irregular timing of dropped or jittered frames (default "
-                   + ("3 for heads given the frames' times (nac*, cfc, ltc, ctrnn) with continuous actions, else 1)" if recipe_default else "1: regular)"))
-    p.add_argument("--regular-share", type=float, default=None if recipe_default else 0.0, metavar="P",
-                   help="with --stride-jitter > 1: this share of windows keeps regular gaps (default "
-                   + ("0.5 where the jitter is 3 by default, else 0). " if recipe_default else "0). ")
-                   + "'--stride-jitter 3 --regular-share 0.5' made every NAC run of the full recipe finish its laps and hold with "
-                   "dropped or irregular frames (docs/results.md, 'Robustness')")
+                   "learn the irregular timing of dropped or jittered frames (default 3 for heads given the frames' times "
+                   "(nac*, cfc, ltc, ctrnn) with continuous actions, else 1: regular)")
+    p.add_argument("--regular-share", type=float, default=None, metavar="P",
+                   help="with --stride-jitter > 1: this share of windows keeps regular gaps (default 0.5 where the jitter is 3 "
+                   "by default, else 0). '--stride-jitter 3 --regular-share 0.5' made every NAC run of the full recipe finish "
+                   "its laps and hold with dropped or irregular frames (docs/results.md, 'Robustness')")

@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--run", required=True, metavar="RUN", help="a run folder from 'nacdrive train'")
     p.add_argument("--expert", default="track", choices=EXPERTS, help="who labels the frames (default track)")
-    p.add_argument("--rounds", type=positive_int, default=1, help="total DAgger rounds for the run (default 1)")
+    p.add_argument("--rounds", type=positive_int, default=DaggerConfig.rounds, help=f"total DAgger rounds for the run (default {DaggerConfig.rounds}, the recipe's)")
     p.add_argument("--episodes", type=positive_int, default=10, help="rollouts per round (default 10)")
     p.add_argument("--beta", type=float, default=DaggerConfig.beta, help=f"expert-action probability base: beta**round (default {DaggerConfig.beta:g}; 0: the policy drives alone)")
     p.add_argument("--epochs", type=positive_int, default=2, help="training epochs per round (default 2)")

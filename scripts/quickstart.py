@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train-epochs", type=positive_int, help="behaviour-cloning epochs (default 4; 6 with --discrete)")
     p.add_argument("--train-minutes", type=positive_float, help="stop behaviour cloning after this many minutes (default: no cap, "
                    "so that the recipe is the same on any machine)")
-    add_gap_flags(p, recipe_default=True)
+    add_gap_flags(p)
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-epochs", type=positive_int, default=2, help="training epochs after the DAgger round (default 2)")

@@ -42,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--select-episodes", type=int, default=0, metavar="N",
                    help="keep as best the weights that drive best over N closed-loop episodes (seeds 20000.., the same at "
                    "every validation; they are then not held-out seeds) instead of those with the lowest validation loss (default 0)")
-    p.add_argument("--epochs", type=positive_int, help="passes over the training windows (default 10; no limit with --minutes)")
+    p.add_argument("--epochs", type=positive_int, help="passes over the training windows (default: carracing 4, the recipe's behaviour cloning before 'nacdrive dagger' "
+                   "adds its rounds; udacity 10; no limit with --minutes)")
     p.add_argument("--minutes", type=positive_float, help="stop after this many minutes of training")
     p.add_argument("--batch-size", type=positive_int, default=32, help="windows per step (default 32)")
     p.add_argument("--lr", type=positive_float, default=1e-4, help="Adam learning rate (default 1e-4)")

@@ -223,7 +223,7 @@ def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):
 def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, tmp_path):
     from agents.bc import CarRacingTask, Demos
 
-    cfg = _cfg(tiny_demos, tmp_path / "run", stride_jitter=3, chunk=8, batch_size=8)
+    cfg = _cfg(tiny_demos, tmp_path / "run", stride_jitter=3, regular_share=0.0, chunk=8, batch_size=8)
     demos = Demos.load(cfg.data)
     cfg = TrainConfig.from_dict({**cfg.__dict__, "val_episodes": [sorted(demos.episodes)[0]]})
     task = CarRacingTask(cfg, demos, resume=False)
@@ -233,6 +233,22 @@ def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, t
     assert late.size and set(np.unique(late)) <= {1, 2, 3} and len(np.unique(late)) > 1
     m = train(cfg, quiet=True)
     assert m["finished"]
+
+
+def test_frame_gaps_left_to_the_recipe_are_the_heads_and_saved_in_the_run(tiny_demos, tiny_demos_continuous, tmp_path):
+    """train's default (None) is the recipe's frame gaps for the head and the data's action space
+    (agents.bc.frame_gaps), written into the run's config; given values win; the default epochs
+    are the recipe's 4 behaviour-cloning epochs for CarRacing."""
+    cont, disc = bc.Demos.load([tiny_demos_continuous]), bc.Demos.load([tiny_demos])
+    for head, demos, want in (("nac", cont, (3, 0.5)), ("cfc", cont, (3, 0.5)), ("gru", cont, (1, 0.0)), ("nac", disc, (1, 0.0))):
+        cfg = bc._resolve(_cfg("d", "r", head=head), demos, None)
+        assert (cfg.stride_jitter, cfg.regular_share) == want, head
+    given = bc._resolve(_cfg("d", "r", head="nac", stride_jitter=2, regular_share=0.0), cont, None)
+    assert (given.stride_jitter, given.regular_share) == (2, 0.0)
+    assert TrainConfig(data=["d"], out="r").max_epochs == 4 and TrainConfig(data=["d"], out="r", task="udacity").max_epochs == 10
+    train(_cfg(tiny_demos_continuous, tmp_path / "run", head="nac", epochs=1), quiet=True)
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())["train"]
+    assert (saved["stride_jitter"], saved["regular_share"]) == (3, 0.5)
 
 
 def test_a_network_trained_on_action_rates_learns_them_and_drives_by_diffusing_them(tiny_demos, tiny_demos_continuous, tmp_path):
