@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from nac.config import ConfigError
+
+M = TypeVar("M", bound=nn.Module)
 
 
 def write_json(path: str | Path, data: Any, sort_keys: bool = False) -> None:
@@ -51,6 +54,17 @@ def load_checkpoint(directory: str | Path, map_location: str = "cpu", name: str 
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{cfg_path} is not valid JSON ({exc})") from None
     return config, load_file(str(w_path), device=map_location)
+
+
+def build_loaded(build: Callable[[], M], state: dict[str, Tensor], source: str | Path) -> M:
+    """build() a network and load `state` into it strictly: the network as saved. Its wiring masks
+    come from the state, so they are not wired again (nac.wiring.masks_from_weights)."""
+    from nac.wiring import masks_from_weights
+
+    with masks_from_weights():
+        module = build()
+    load_state_strict(module, state, source)
+    return module
 
 
 def load_state_strict(module: nn.Module, state: dict[str, Tensor], source: str | Path) -> None:

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from nac.heads import HEADS, HeadConfig, SequenceHead, build_head
 from nac.config import ConfigDict, ConfigError, need
-from nac.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
+from nac.checkpoint import build_loaded, load_checkpoint, save_checkpoint
 
 ACTION_SPACES = ("discrete", "continuous")
 DISCRETE_ACTIONS = 5  # gymnasium CarRacing: noop, right, left, gas, brake
@@ -203,6 +203,4 @@ class DrivingNet(nn.Module):
                 f"{source} is not a CarRacing driving run (its config.json has task {config.get('task')!r}, "
                 f"expected {TASK!r})"
             )
-        net = cls(DrivingNetConfig.from_dict(config["net"]))
-        load_state_strict(net, state, source)
-        return net
+        return build_loaded(lambda: cls(DrivingNetConfig.from_dict(config["net"])), state, source)

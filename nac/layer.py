@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nac.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
+from nac.checkpoint import build_loaded, load_checkpoint, save_checkpoint
 from nac.config import ConfigDict, ConfigError, need
 from nac.ode import MODES, solve
 from nac.selection import KeyRule, gather, topk_exact, topk_sqrt
@@ -406,6 +406,4 @@ class NAC(nn.Module):
         config, state = load_checkpoint(directory, map_location)
         if config.get("layer") != "nac":
             raise ConfigError(f"{directory} does not hold a NAC layer (config.json has layer={config.get('layer')!r})")
-        layer = cls(config=NACConfig.from_dict(config["nac"]))
-        load_state_strict(layer, state, directory)
-        return layer
+        return build_loaded(lambda: cls(config=NACConfig.from_dict(config["nac"])), state, directory)

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from nac.heads import HEADS, HeadConfig, SequenceHead, build_head
 from nac.config import ConfigDict, ConfigError, need
-from nac.checkpoint import load_checkpoint, load_state_strict, save_checkpoint
+from nac.checkpoint import build_loaded, load_checkpoint, save_checkpoint
 
 TASK = "udacity"
 INPUT = (66, 200)  # height, width of the YUV input
@@ -111,9 +111,8 @@ class PilotNet(nn.Module):
     def from_checkpoint(cls, config: dict[str, Any], state: dict[str, Tensor], source: str | Path) -> "PilotNet":
         if config.get("task") != TASK or "net" not in config:
             raise ConfigError(f"{source} is not a Udacity (PilotNet) run (its config.json has task {config.get('task')!r})")
-        net = cls(PilotNetConfig.from_dict({"positions": False, **config["net"]}))  # saved before positions existed: none
-        load_state_strict(net, state, source)
-        return net
+        # saved before positions existed: none
+        return build_loaded(lambda: cls(PilotNetConfig.from_dict({"positions": False, **config["net"]})), state, source)
 
     @classmethod
     def load(cls, directory: str | Path, name: str = "best", map_location: str = "cpu") -> "PilotNet":

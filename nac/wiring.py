@@ -7,12 +7,31 @@ them into binary numpy masks; the layers keep those masks as buffers.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 from ncps.wirings import AutoNCP
 
 MIN_SPARSITY, MAX_SPARSITY = 0.1, 0.9  # the range AutoNCP accepts (it rejects < 0.1)
+_LOADING = False  # see masks_from_weights
+
+
+@contextmanager
+def masks_from_weights() -> Iterator[None]:
+    """While a network is built only to receive saved weights (whose state holds every mask as a
+    buffer), sensory masks are placeholders of the right shape: AutoNCP wires a 2430-input
+    sensory layer one synapse at a time in Python, 2-6 s for NAC's three projections, paid by
+    every process that loads a policy (evaluation workers, videos, the bridge). The caller must
+    load a state that includes the masks (nac.checkpoint.build_loaded does, strictly)."""
+    global _LOADING
+    before, _LOADING = _LOADING, True
+    try:
+        yield
+    finally:
+        _LOADING = before
 
 
 @dataclass(frozen=True)
@@ -45,8 +64,11 @@ def backbone_masks(n_in: int, units: int, n_motor: int, sparsity: float, seed: i
     """Masks of an `AutoNCP(units, n_motor)` wiring fed by `n_in` sensory inputs."""
     _check_sparsity(sparsity)
     wiring = AutoNCP(units, n_motor, sparsity_level=sparsity, seed=seed)
-    wiring.build(n_in)
     inter, command, motor = _layers(wiring)
+    if _LOADING:  # the layer sizes are known before wiring
+        one = np.ones((units, units), np.float32)
+        return BackboneMasks(np.ones((n_in, len(inter)), np.float32), one[np.ix_(inter, command)], one[np.ix_(command, motor)])
+    wiring.build(n_in)
     adj = wiring.adjacency_matrix != 0  # (units, units), polarity dropped: we learn signed weights
     sens = wiring.sensory_adjacency_matrix != 0  # (n_in, units)
     return BackboneMasks(
@@ -57,12 +79,18 @@ def backbone_masks(n_in: int, units: int, n_motor: int, sparsity: float, seed: i
 
 
 def sensory_mask(n_in: int, n_out: int, sparsity: float, seed: int) -> np.ndarray:
-    """(n_in, n_out) mask of the sensory -> inter synapses of an AutoNCP with n_out inter neurons.
-
-    AutoNCP is parameterised by its total unit count, not by its inter-neuron count; with one
-    motor neuron the inter count grows by 0 or 1 per extra unit, so a short search hits n_out.
-    """
+    """(n_in, n_out) mask of the sensory -> inter synapses of an AutoNCP with n_out inter neurons
+    (a fresh copy; the wiring is built once per process and arguments)."""
     _check_sparsity(sparsity)
+    if _LOADING:
+        return np.ones((n_in, n_out), np.float32)
+    return _sensory_mask(n_in, n_out, sparsity, seed).copy()
+
+
+@functools.lru_cache(maxsize=32)
+def _sensory_mask(n_in: int, n_out: int, sparsity: float, seed: int) -> np.ndarray:
+    """AutoNCP is parameterised by its total unit count, not by its inter-neuron count; with one
+    motor neuron the inter count grows by 0 or 1 per extra unit, so a short search hits n_out."""
     units = n_out + 3
     while True:
         wiring = AutoNCP(units, 1, sparsity_level=sparsity, seed=seed)

@@ -1,5 +1,6 @@
 """The CarRacing driving network: shapes, windows that share frames, persistence."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -56,6 +57,29 @@ def test_save_and_load_rebuild_the_same_network(tmp_path):
     frames = torch.randint(0, 256, (1, 3, 96, 96, 3), dtype=torch.uint8)
     with torch.no_grad():
         assert torch.equal(net(frames), again(frames))
+
+
+def test_loading_takes_the_wiring_masks_from_the_weights_without_wiring_again(tmp_path, monkeypatch):
+    from ncps.wirings import AutoNCP
+
+    from nac import wiring
+
+    net = DrivingNet(DrivingNetConfig(head="nac", window=3, nac={"seed": 5})).eval()
+    masks = {k: v for k, v in net.state_dict().items() if k.endswith("mask")}
+    assert any(0 < float(m.mean()) < 1 for m in masks.values())  # sparse: not the loading placeholders
+    net.save(tmp_path, "best")
+
+    def no_wiring(self, input_shape):
+        raise AssertionError("AutoNCP wired a network that was loaded")
+
+    monkeypatch.setattr(AutoNCP, "build", no_wiring)
+    again = DrivingNet.load(tmp_path, "best")
+    assert all(torch.equal(again.state_dict()[k], m) for k, m in masks.items())
+    assert not wiring._LOADING  # building from a config wires again afterwards
+    monkeypatch.undo()
+    # within a process a wiring is built once; each network gets its own copy of the mask
+    a, b = wiring.sensory_mask(40, 8, 0.5, 3), wiring.sensory_mask(40, 8, 0.5, 3)
+    assert np.array_equal(a, b) and a is not b
 
 
 def test_a_checkpoint_that_does_not_match_its_config_is_refused(tmp_path):
