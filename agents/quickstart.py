@@ -30,10 +30,14 @@ from nac.config import ConfigError, need
 def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     """The defaults of the quick start, as measured (docs/results.md).
 
-    Continuous: the shipped policies' recipe (50 demonstrations, 4 epochs; agents/pretrained/README.md),
-    with the recipe's frame gaps for the head (agents.bc.frame_gaps). Discrete: the discrete expert
-    plans (26 ms a step), so 30 demonstrations and 6 epochs."""
-    counts = {"episodes": 50, "train_epochs": 4} if continuous else {"episodes": 30, "train_epochs": 6}
+    Continuous: the full recipe's data and DAgger rounds (50 demonstrations, 2 rounds of 10
+    rollouts; agents/pretrained/README.md) in a third of its training steps, at a 3x learning
+    rate: 1 epoch of behaviour cloning and 1 after each round instead of 4 and 2, Adam 3e-4
+    (docs/results.md, 'The quick start in 10 minutes'), with the recipe's frame gaps for the head
+    (agents.bc.frame_gaps). Discrete: the discrete expert plans (26 ms a step), so 30
+    demonstrations, 6 epochs, 2 after each round, Adam 1e-4."""
+    counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4} if continuous else
+              {"episodes": 30, "train_epochs": 6, "dagger_epochs": 2, "lr": 1e-4})
     return {**counts, **frame_gaps(head, continuous)}
 
 
@@ -54,7 +58,8 @@ class QuickstartConfig:
     regular_share: float | None = None  # ... 1 - P of them (train --stride-jitter / --regular-share)
     dagger_rounds: int = 2  # DAgger rounds (the pretrained policies' recipe)
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
-    dagger_epochs: int = 2  # training after the DAgger round (about 2 minutes)
+    dagger_epochs: int | None = None  # training after each DAgger round
+    lr: float | None = None  # Adam's learning rate, behaviour cloning and DAgger rounds alike
     dagger_minutes: float | None = None  # stop it after this many minutes (None: no cap)
     dagger_beta: float = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r
     dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over while the car is this many u/s too fast or off the road
@@ -97,6 +102,7 @@ class QuickstartConfig:
         """The behaviour cloning of the job."""
         net = {"rate_window": self.rate_window} if not self.continuous and self.rate_window else {}
         return TrainConfig(data=[data], out=run, head=self.head, epochs=self.train_epochs, minutes=self.train_minutes, seed=self.seed,
+                           lr=self.lr,
                            stride_jitter=self.stride_jitter, regular_share=self.regular_share, net=net)
 
 
@@ -178,7 +184,8 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         "",
         f"- demonstrations: {data} ({cfg.episodes} track-expert episodes, seeds {1000 * cfg.seed}..{1000 * cfg.seed + cfg.episodes - 1}); job seed {cfg.seed}",
         f"- training windows: {windows}\n"
-        f"- behaviour cloning: {metrics['epochs']} epochs in all, {metrics['train_seconds'] / 60:.1f} min of training; {len(dag['rounds'])} DAgger "
+        f"- behaviour cloning: {cfg.train_epochs} epochs, then {cfg.dagger_epochs} after each DAgger round, Adam {cfg.lr:g}: {metrics['epochs']} epochs "
+        f"in all, {metrics['train_seconds'] / 60:.1f} min of training; {len(dag['rounds'])} DAgger "
         f"rounds of {cfg.dagger_episodes} rollouts (mean return while collecting: "
         + ", ".join(f"{r.get('rollout_mean_return', float('nan')):.1f}" for r in dag["rounds"]) + ")",
         f"- offline, held-out episodes: validation loss {best.get('val_loss', float('nan')):.4f}, "

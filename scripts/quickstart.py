@@ -12,7 +12,7 @@ from scripts.args import add_gap_flags, non_negative_float, non_negative_int, po
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "quickstart",
-        help="record demonstrations, train a NAC policy, DAgger, evaluate, video, report (about 9.5 min on 2 CPU cores)",
+        help="record demonstrations, train a NAC policy, DAgger, evaluate, video, report (about 10 min on 2 CPU cores)",
         description=(
             "From nothing to a CNN + NAC policy driving CarRacing-v3: records demonstrations with the privileged "
             "track expert, behaviour-clones the policy on CPU, runs two DAgger rounds, evaluates it on held-out "
@@ -28,13 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "t-R..t+R and drive by pulsing at those rates (default 4, the best discrete recipe measured); 0: the expert's "
                    "action itself, driven by argmax")
     p.add_argument("--episodes", type=positive_int, help="expert demonstrations (default 50; 30 with --discrete, whose expert plans)")
-    p.add_argument("--train-epochs", type=positive_int, help="behaviour-cloning epochs (default 4; 6 with --discrete)")
+    p.add_argument("--train-epochs", type=positive_int, help="behaviour-cloning epochs (default 1; 6 with --discrete)")
+    p.add_argument("--lr", type=positive_float, help="Adam learning rate, behaviour cloning and DAgger (default 3e-4; 1e-4 with --discrete)")
     p.add_argument("--train-minutes", type=positive_float, help="stop behaviour cloning after this many minutes (default: no cap, "
                    "so that the recipe is the same on any machine)")
     add_gap_flags(p)
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
-    p.add_argument("--dagger-epochs", type=positive_int, default=2, help="training epochs after the DAgger round (default 2)")
+    p.add_argument("--dagger-epochs", type=positive_int, help="training epochs after each DAgger round (default 1; 2 with --discrete)")
     p.add_argument("--dagger-beta", type=float, default=QuickstartConfig.dagger_beta, help="DAgger round r executes the expert's action with "
                    f"probability beta**r (default {QuickstartConfig.dagger_beta:g}; 0: the policy drives alone)")
     p.add_argument("--dagger-takeover", type=non_negative_float, default=QuickstartConfig.dagger_takeover, metavar="U",
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = QuickstartConfig(
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
-        train_epochs=args.train_epochs, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds, dagger_episodes=args.dagger_episodes,
+        train_epochs=args.train_epochs, lr=args.lr, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds, dagger_episodes=args.dagger_episodes,
         dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover,
         eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
         **({} if args.rate_window is None else {"rate_window": args.rate_window}),  # None: the config's default

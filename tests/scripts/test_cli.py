@@ -165,21 +165,21 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
 
 
 def test_the_quickstart_recipe_depends_on_the_action_space_and_on_whether_the_head_is_told_the_times():
-    """Continuous: 50 demonstrations, 4 epochs, and the mix of frame gaps for heads given the frames'
-    times (NAC's measured recipe), regular windows for the others; discrete: 30 and 6, regular.
-    What the user gives wins."""
+    """Continuous: 50 demonstrations, 1 epoch and 1 after each DAgger round at Adam 3e-4, and the mix
+    of frame gaps for heads given the frames' times (NAC's measured recipe), regular windows for the
+    others; discrete: 30, 6, 2 at 1e-4, regular. What the user gives wins."""
     from agents.quickstart import QuickstartConfig
 
     def recipe(**kw):
         q = QuickstartConfig(**kw)
         t = q.train_config("d", "r")
-        return q.episodes, t.epochs, t.stride_jitter, t.regular_share
+        return q.episodes, t.epochs, q.dagger_config("r").epochs, t.lr, t.stride_jitter, t.regular_share
 
-    assert recipe() == recipe(head="cfc") == (50, 4, 3, 0.5)
-    assert recipe(head="lstm") == recipe(head="mha") == (50, 4, 1, 0.0)
-    assert recipe(continuous=False) == recipe(continuous=False, head="lstm") == (30, 6, 1, 0.0)
-    assert recipe(episodes=20, train_epochs=2, stride_jitter=1) == (20, 2, 1, 0.5)
-    assert recipe(head="gru", stride_jitter=2, regular_share=0.25) == (50, 4, 2, 0.25)
+    assert recipe() == recipe(head="cfc") == (50, 1, 1, 3e-4, 3, 0.5)
+    assert recipe(head="lstm") == recipe(head="mha") == (50, 1, 1, 3e-4, 1, 0.0)
+    assert recipe(continuous=False) == recipe(continuous=False, head="lstm") == (30, 6, 2, 1e-4, 1, 0.0)
+    assert recipe(episodes=20, train_epochs=2, lr=1e-4, stride_jitter=1) == (20, 2, 1, 1e-4, 1, 0.5)
+    assert recipe(head="gru", dagger_epochs=3, stride_jitter=2, regular_share=0.25) == (50, 1, 3, 3e-4, 2, 0.25)
     t = QuickstartConfig(seed=2).train_config("d", "r")
     assert t.seed == 2 and t.net == {}  # continuous actions: the rate window is for discrete ones
 
