@@ -31,7 +31,7 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     """The defaults of the quick start, as measured (docs/results.md).
 
     Continuous: the full recipe's data and DAgger rounds (50 demonstrations, 2 rounds of 10
-    rollouts; agents/pretrained/README.md) in a third of its training steps, at a 3x learning
+    rollouts; agents/pretrained/README.md) in two fifths of its training steps, at a 3x learning
     rate: 1 epoch of behaviour cloning and 1 after each round instead of 4 and 2, Adam 3e-4
     (docs/results.md, 'The quick start in 10 minutes'), with the recipe's frame gaps for the head
     (agents.bc.frame_gaps). Discrete: the discrete expert plans (26 ms a step), so 30
@@ -106,6 +106,10 @@ class QuickstartConfig:
                            stride_jitter=self.stride_jitter, regular_share=self.regular_share, net=net)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _stage(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
@@ -129,7 +133,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("collect", t0)
 
     t0 = time.monotonic()
-    _stage(f"2/5 behaviour cloning CNN + {cfg.head}, {cfg.train_epochs} epochs" + (f" (at most {cfg.train_minutes:g} min)" if cfg.train_minutes else "") + f" -> {run}")
+    _stage(f"2/5 behaviour cloning CNN + {cfg.head}, {_count(cfg.train_epochs, 'epoch')}" + (f" (at most {cfg.train_minutes:g} min)" if cfg.train_minutes else "") + f" -> {run}")
     train_cfg = cfg.train_config(str(data), str(run))
     state_file = run / "train_state.json"
     if not state_file.is_file():
@@ -139,7 +143,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("train", t0)
 
     t0 = time.monotonic()
-    _stage(f"3/5 {cfg.dagger_rounds} DAgger rounds: {cfg.dagger_episodes} policy rollouts labelled by the expert, {cfg.dagger_epochs} epochs of training each")
+    _stage(f"3/5 {cfg.dagger_rounds} DAgger rounds: {cfg.dagger_episodes} policy rollouts labelled by the expert, {_count(cfg.dagger_epochs, 'epoch')} of training each")
     dagger(cfg.dagger_config(str(run)))
     timed("dagger", t0)
 
@@ -184,7 +188,7 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         "",
         f"- demonstrations: {data} ({cfg.episodes} track-expert episodes, seeds {1000 * cfg.seed}..{1000 * cfg.seed + cfg.episodes - 1}); job seed {cfg.seed}",
         f"- training windows: {windows}\n"
-        f"- behaviour cloning: {cfg.train_epochs} epochs, then {cfg.dagger_epochs} after each DAgger round, Adam {cfg.lr:g}: {metrics['epochs']} epochs "
+        f"- behaviour cloning: {_count(cfg.train_epochs, 'epoch')}, then {cfg.dagger_epochs} after each DAgger round, Adam {cfg.lr:g}: {metrics['epochs']} epochs "
         f"in all, {metrics['train_seconds'] / 60:.1f} min of training; {len(dag['rounds'])} DAgger "
         f"rounds of {cfg.dagger_episodes} rollouts (mean return while collecting: "
         + ", ".join(f"{r.get('rollout_mean_return', float('nan')):.1f}" for r in dag["rounds"]) + ")",
