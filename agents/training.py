@@ -190,7 +190,9 @@ def prepare_run(cfg: TrainConfig, resume: bool) -> TrainConfig:
 def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, resume: bool, quiet: bool, restart_best: bool = False) -> dict[str, Any]:
     run = Path(cfg.out)
     net = task.net.to(device)
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    # fused: one kernel for every parameter's update; on 2 CPU threads 0.85 ms a step against the
+    # default (foreach) 3.8 ms, about 4 % of a driving network's step (the same update, rounded differently)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, fused=True)
     model: nn.Module = net
     if dist_info.world > 1:
         model = nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
