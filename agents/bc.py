@@ -35,15 +35,17 @@ CLASSES = ("noop", "right", "left", "gas", "brake")  # what a step does, in eith
 
 BRAKE_ON = 0.1  # a continuous brake above this counts as braking (the action classes and the brake gate)
 
-def frame_gaps(head: str, continuous: bool) -> dict[str, Any]:
-    """The frame gaps of the training windows in the recipe (quick start, study, pretrained):
+def frame_gaps(head: str, continuous: bool, stride_jitter: int | None = None, regular_share: float | None = None) -> dict[str, Any]:
+    """The frame gaps of the training windows, the given ones where not None, else the recipe's
+    (train's default, quick start, study, pretrained):
     continuous actions and a head told the frames' times train on a mix, half the windows with
     regular gaps and half with gaps of 1..3 steps and their true timestamps (every NAC run of it
     drove at the expert's level, 927.6-927.7 over three runs, where regular windows lost 18 % of
     NAC's laps: docs/results.md, 'Robustness'); the heads without a time input (LSTM, GRU, MHA)
     see every gap as one step and keep regular windows, as does the discrete recipe (not measured)."""
     mix = continuous and getattr(HEADS.get(head), "accepts_time", False)
-    return {"stride_jitter": 3 if mix else 1, "regular_share": 0.5 if mix else 0.0}
+    return {"stride_jitter": (3 if mix else 1) if stride_jitter is None else stride_jitter,
+            "regular_share": (0.5 if mix else 0.0) if regular_share is None else regular_share}
 
 
 def net_config(cfg: TrainConfig, action_space: str) -> DrivingNetConfig:
@@ -285,10 +287,7 @@ def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch
 def _resolve(cfg: TrainConfig, demos: Demos, fold_split: tuple[list[str], list[str]] | None) -> TrainConfig:
     """The run's config with what depends on the data filled in: the validation episodes, and the
     frame gaps left to the recipe (None) as it gives them for the head and the action space."""
-    if cfg.stride_jitter is None or cfg.regular_share is None:
-        by_head = frame_gaps(cfg.head, demos.action_space == "continuous")
-        cfg = replace(cfg, stride_jitter=by_head["stride_jitter"] if cfg.stride_jitter is None else cfg.stride_jitter,
-                      regular_share=by_head["regular_share"] if cfg.regular_share is None else cfg.regular_share)
+    cfg = replace(cfg, **frame_gaps(cfg.head, demos.action_space == "continuous", cfg.stride_jitter, cfg.regular_share))
     if cfg.val_episodes is None:
         keys = sorted(demos.episodes)
         val = fold_split[1] if fold_split else split_by_episode(keys, cfg.val_fraction, cfg.seed)[1]

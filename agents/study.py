@@ -97,9 +97,7 @@ class Recipe(ConfigDict):
                                       val_fraction=self.val_fraction, seed=seed, device=device)
         if task == "udacity":
             return TrainConfig(**common, net=dict(self.net))
-        by_head = frame_gaps(head, continuous)
-        gaps = {k: by_head[k] if v is None else v for k, v in (("stride_jitter", self.stride_jitter), ("regular_share", self.regular_share))}
-        return TrainConfig(**common, window=self.window, **gaps, shift=self.shift,
+        return TrainConfig(**common, window=self.window, **frame_gaps(head, continuous, self.stride_jitter, self.regular_share), shift=self.shift,
                            select_episodes=self.select_episodes, select_steps=max_steps, loss=self.loss, balance=self.balance,
                            net={"use_time": True, **self.net})
 

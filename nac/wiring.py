@@ -22,7 +22,7 @@ _LOADING = False  # see masks_from_weights
 @contextmanager
 def masks_from_weights() -> Iterator[None]:
     """While a network is built only to receive saved weights (whose state holds every mask as a
-    buffer), sensory masks are placeholders of the right shape: AutoNCP wires a 2430-input
+    buffer), the NCP masks are placeholders of the right shape: AutoNCP wires a 2430-input
     sensory layer one synapse at a time in Python, 2-6 s for NAC's three projections, paid by
     every process that loads a policy (evaluation workers, videos, the bridge). The caller must
     load a state that includes the masks (nac.checkpoint.build_loaded does, strictly)."""
@@ -66,8 +66,8 @@ def backbone_masks(n_in: int, units: int, n_motor: int, sparsity: float, seed: i
     wiring = AutoNCP(units, n_motor, sparsity_level=sparsity, seed=seed)
     inter, command, motor = _layers(wiring)
     if _LOADING:  # the layer sizes are known before wiring
-        one = np.ones((units, units), np.float32)
-        return BackboneMasks(np.ones((n_in, len(inter)), np.float32), one[np.ix_(inter, command)], one[np.ix_(command, motor)])
+        sizes = (n_in, len(inter), len(command), len(motor))
+        return BackboneMasks(*(np.ones(shape, np.float32) for shape in zip(sizes, sizes[1:])))
     wiring.build(n_in)
     adj = wiring.adjacency_matrix != 0  # (units, units), polarity dropped: we learn signed weights
     sens = wiring.sensory_adjacency_matrix != 0  # (n_in, units)
