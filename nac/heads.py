@@ -431,6 +431,69 @@ class MHAHead(_Readout):
         return w[:, 0]  # (B, T), averaged over heads by torch
 
 
+@register("mha-rope")
+class RotaryMHAHead(_Readout):
+    """Multi-head attention whose scores see how far apart two steps are in time: rotary position
+    embedding (RoFormer, Su et al. 2021) with each step's timestamp as its position, so that
+    q_i . k_j depends on t_i - t_j (irregular gaps included) and never on the absolute time.
+
+    torch.nn.MultiheadAttention ("mha") sees the window as an unordered set: the current frame
+    enters only through the query, and no head can single out the frame before it. Written here
+    because torch and ncps have no rotary attention and its projections sit inside
+    nn.MultiheadAttention; the attention itself is torch's scaled_dot_product_attention."""
+
+    accepts_time = True
+    is_attention = True
+    BASE = 100.0  # rotation periods 2 pi .. 2 pi * BASE^((dh - 2) / dh) steps: 6 to ~350 frames at 16 dims per head,
+    # the span of a window of 8 frames with gaps of 1..3 (the usual RoPE base 10000 leaves most pairs still over it)
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__(config)
+        need(config.d_model % config.num_heads == 0, "d_model must be divisible by num_heads")
+        dh = config.d_model // config.num_heads
+        need(dh % 2 == 0, f"mha-rope needs an even width per attention head (d_model / num_heads = {dh})")
+        self.qkv = nn.Linear(config.input_dim, 3 * config.d_model)
+        self.proj = nn.Linear(config.d_model, config.d_model)
+        self.register_buffer("freqs", self.BASE ** (-torch.arange(0, dh, 2, dtype=torch.float32) / dh), persistent=False)
+
+    def _rotate(self, x: Tensor, t: Tensor) -> Tensor:
+        """x (B, H, T, dh) rotated pairwise by the angles t (B, T) x freqs."""
+        ang = t[:, None, :, None] * self.freqs  # (B, 1, T, dh/2)
+        cos, sin = ang.cos(), ang.sin()
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+    def _qkv(self, x: Tensor, timestamps: Tensor | None, n_queries: int) -> tuple[Tensor, Tensor, Tensor]:
+        b, t, _ = x.shape
+        h = self.config.num_heads
+        if timestamps is None:
+            timestamps = torch.arange(t, dtype=x.dtype, device=x.device).expand(b, t)
+        rel = (timestamps - timestamps[:, -1:]).to(x.dtype)  # only differences matter: keep the angles small
+        q, k, v = self.qkv(x).reshape(b, t, 3, h, -1).permute(2, 0, 3, 1, 4)  # each (B, H, T, dh)
+        return self._rotate(q, rel)[:, :, t - n_queries :], self._rotate(k, rel), v
+
+    def _mask(self, x: Tensor, n_queries: int, key_padding_mask: Tensor | None) -> Tensor | None:
+        mask = _attn_mask(x, self.config, n_queries)  # (Tq, T) True = allowed, as SDPA wants
+        if key_padding_mask is not None:
+            keep = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, T)
+            mask = keep if mask is None else mask & keep
+        return mask
+
+    def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
+        n = x.shape[1] if self.config.return_sequences else 1
+        q, k, v = self._qkv(x, timestamps, n)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=self._mask(x, n, key_padding_mask))  # (B, H, n, dh)
+        return self.readout(self.proj(y.transpose(1, 2).flatten(2)))
+
+    def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None, effective: bool = True) -> Tensor | None:
+        q, k, _ = self._qkv(x, timestamps, 1)
+        logits = (q @ k.transpose(-1, -2))[:, :, 0] / k.shape[-1] ** 0.5  # (B, H, T)
+        allowed = _attn_mask(x, self.config, 1)
+        if allowed is not None:
+            logits = logits.masked_fill(~allowed, float("-inf"))
+        return logits.softmax(-1).mean(1)
+
+
 @register("attention")
 class AttentionHead(_Readout):
     """Single-head scaled dot-product attention."""

@@ -8,11 +8,11 @@ from nac.heads import HeadConfig, build_head, head_names
 
 ALL = head_names()
 NAC_ABLATIONS = {"nac-2k", "nac-32k", "nac-02s", "nac-09s", "nac-09sfc", "nac-05sfc", "nac-02sfc", "nac-phi-none", "nac-phi-tanh", "nac-euler", "nac-steady", "nac-const"}
-TIMED = {n for n in ALL if n.startswith("nac")} | {"cfc", "ltc", "ctrnn"}
+TIMED = {n for n in ALL if n.startswith("nac")} | {"cfc", "ltc", "ctrnn", "mha-rope"}
 
 
 def test_the_registry_holds_every_head_the_paper_compares():
-    assert set(ALL) == {"nac", "nac-pw", "nac-fc", "rnn", "lstm", "gru", "ctrnn", "cfc", "ltc", "mha", "attention"} | NAC_ABLATIONS
+    assert set(ALL) == {"nac", "nac-pw", "nac-fc", "rnn", "lstm", "gru", "ctrnn", "cfc", "ltc", "mha", "mha-rope", "attention"} | NAC_ABLATIONS
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -25,7 +25,7 @@ def test_one_interface_last_step_and_sequences(name):
     with torch.no_grad():
         y_last, y_seq = last(x), seq(x)
     assert y_last.shape == (3, 5) and y_seq.shape == (3, 6, 5)
-    if not (name in ("mha", "attention") or name.startswith("nac")):
+    if not (name in ("mha", "mha-rope", "attention") or name.startswith("nac")):
         return  # non-causal attention: the last row of a full pass differs from nothing here
     assert torch.allclose(y_last, y_seq[:, -1], atol=1e-5)
 
@@ -168,3 +168,27 @@ def test_attention_heads_say_where_the_last_step_looks(name):
         assert (eff[:, :3] == 0).all() and (eff <= w + 1e-7).all() and (eff.sum(-1) < 1).all()
     else:
         assert torch.allclose(eff, w)
+
+
+def test_rotary_attention_sees_order_and_gaps_but_not_absolute_time():
+    """mha (torch's, no positions) gives the same last-step output whatever the order of the
+    earlier steps; mha-rope does not, and it depends on the gaps between steps, not on when the
+    window started."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 10)
+    perm = torch.tensor([3, 0, 4, 1, 2, 5])  # the last step stays last
+    ts = torch.cumsum(torch.rand(2, 6) + 0.5, 1)
+    plain = build_head("mha", input_dim=10, d_model=16, num_heads=4).eval()
+    rope = build_head("mha-rope", input_dim=10, d_model=16, num_heads=4).eval()
+    with torch.no_grad():
+        assert torch.allclose(plain(x), plain(x[:, perm]), atol=1e-5)
+        assert not torch.allclose(rope(x, ts), rope(x[:, perm], ts), atol=1e-3)
+        assert torch.allclose(rope(x, ts), rope(x, ts + 1234.5), atol=1e-4)
+        assert not torch.allclose(rope(x, ts), rope(x, ts * 2), atol=1e-3)
+        w = rope.last_step_attention(x, ts)
+        pad = torch.zeros(2, 6, dtype=torch.bool)
+        pad[:, :2] = True  # padded keys do not count
+        y2 = x.clone()
+        y2[:, :2] = torch.randn(2, 2, 10)
+        assert torch.allclose(rope(x, ts, key_padding_mask=pad), rope(y2, ts, key_padding_mask=pad), atol=1e-5)
+    assert w.shape == (2, 6) and torch.allclose(w.sum(-1), torch.ones(2), atol=1e-5)
