@@ -118,7 +118,7 @@ def _models(cfg: BenchConfig) -> list[tuple[str, Callable[[], torch.nn.Module]]]
     ]
     if not cfg.skip_pairwise:
         models.append(("NAC-PW", lambda: _nac(cfg, selection="pairwise")))
-    models += [(label, head(name)) for label, name in (("MHA (torch)", "mha"), ("LSTM", "lstm"), ("GRU", "gru"), ("CfC", "cfc"), ("LTC", "ltc"))]
+    models += [(label, head(name)) for label, name in (("MHA (torch)", "mha"), ("MHA-RoPE", "mha-rope"), ("LSTM", "lstm"), ("GRU", "gru"), ("CfC", "cfc"), ("LTC", "ltc"))]
     torch_nac = _torch_nac_factory(cfg)
     if torch_nac is not None:
         models.append(("torch-nac 0.0.2 (authors' port)", torch_nac))
