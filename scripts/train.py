@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu, cuda, cuda:N")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the split, the weights and the batch order")
     p.add_argument("--d-model", type=positive_int, help="head width (default 64; udacity 100)")
-    p.add_argument("--num-heads", type=positive_int, help="attention heads for nac / mha (default 16; udacity 20)")
+    p.add_argument("--num-heads", type=positive_int, help="attention heads for nac / mha / mha-rope (default 16; udacity 20)")
     p.add_argument("--nac", type=key_value, action="append", default=[], metavar="KEY=VALUE", help="NAC option, e.g. topk=8 mode=euler")
     p.add_argument("--no-time", action="store_true", help="do not give heads the frames' timestamps")
     p.add_argument("--brake-gate", action="store_true", help="continuous actions: a fourth output decides whether to brake at all "
