@@ -405,6 +405,26 @@ def _attn_mask(x: Tensor, cfg: HeadConfig, n_queries: int) -> Tensor | None:
     return allowed_keys(pos[t - n_queries :], pos, cfg.causal, cfg.window)
 
 
+def _sdpa_mask(x: Tensor, cfg: HeadConfig, n_queries: int, key_padding_mask: Tensor | None, lead: int) -> Tensor | None:
+    """scaled_dot_product_attention's mask (True = may attend): the causal / window rule and the
+    key padding, broadcast over the `lead` dims between batch and query of the attention's input
+    (1 for (B, Tq, d), 2 for (B, H, Tq, d))."""
+    mask = _attn_mask(x, cfg, n_queries)  # (Tq, T)
+    if key_padding_mask is not None:
+        keep = ~key_padding_mask.reshape(x.shape[0], *(1,) * lead, x.shape[1])  # (B, 1.., T)
+        mask = keep if mask is None else mask & keep
+    return mask
+
+
+def _last_step_softmax(q: Tensor, k: Tensor, x: Tensor, cfg: HeadConfig) -> Tensor:
+    """(..., T): the last step's attention softmax, from its query q (..., 1, d) and the keys k (..., T, d)."""
+    logits = (q @ k.transpose(-1, -2))[..., 0, :] / k.shape[-1] ** 0.5
+    allowed = _attn_mask(x, cfg, 1)
+    if allowed is not None:
+        logits = logits.masked_fill(~allowed[0], float("-inf"))
+    return logits.softmax(-1)
+
+
 @register("mha")
 class MHAHead(_Readout):
     """torch.nn.MultiheadAttention over a linear embedding of the steps (no positions)."""
@@ -472,26 +492,15 @@ class RotaryMHAHead(_Readout):
         q, k, v = self.qkv(x).reshape(b, t, 3, h, -1).permute(2, 0, 3, 1, 4)  # each (B, H, T, dh)
         return self._rotate(q, rel)[:, :, t - n_queries :], self._rotate(k, rel), v
 
-    def _mask(self, x: Tensor, n_queries: int, key_padding_mask: Tensor | None) -> Tensor | None:
-        mask = _attn_mask(x, self.config, n_queries)  # (Tq, T) True = allowed, as SDPA wants
-        if key_padding_mask is not None:
-            keep = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, T)
-            mask = keep if mask is None else mask & keep
-        return mask
-
     def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
         n = x.shape[1] if self.config.return_sequences else 1
         q, k, v = self._qkv(x, timestamps, n)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=self._mask(x, n, key_padding_mask))  # (B, H, n, dh)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=_sdpa_mask(x, self.config, n, key_padding_mask, lead=2))  # (B, H, n, dh)
         return self.readout(self.proj(y.transpose(1, 2).flatten(2)))
 
     def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None, effective: bool = True) -> Tensor | None:
         q, k, _ = self._qkv(x, timestamps, 1)
-        logits = (q @ k.transpose(-1, -2))[:, :, 0] / k.shape[-1] ** 0.5  # (B, H, T)
-        allowed = _attn_mask(x, self.config, 1)
-        if allowed is not None:
-            logits = logits.masked_fill(~allowed, float("-inf"))
-        return logits.softmax(-1).mean(1)
+        return _last_step_softmax(q, k, x, self.config).mean(1)  # (B, H, T) -> (B, T)
 
 
 @register("attention")
@@ -508,16 +517,8 @@ class AttentionHead(_Readout):
 
     def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
         q = self.q(x if self.config.return_sequences else x[:, -1:])
-        mask = _attn_mask(x, self.config, q.shape[1])  # (Tq, T) True = allowed, as SDPA wants
-        if key_padding_mask is not None:
-            keep = ~key_padding_mask[:, None, :]  # (B, 1, T)
-            mask = keep if mask is None else mask[None] & keep
+        mask = _sdpa_mask(x, self.config, q.shape[1], key_padding_mask, lead=1)
         return self.readout(F.scaled_dot_product_attention(q, self.k(x), self.v(x), attn_mask=mask))
 
     def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None, effective: bool = True) -> Tensor | None:
-        q, k = self.q(x[:, -1:]), self.k(x)  # (B, 1, d), (B, T, d)
-        logits = (q @ k.transpose(1, 2))[:, 0] / k.shape[-1] ** 0.5  # (B, T)
-        allowed = _attn_mask(x, self.config, 1)
-        if allowed is not None:
-            logits = logits.masked_fill(~allowed, float("-inf"))
-        return logits.softmax(-1)
+        return _last_step_softmax(self.q(x[:, -1:]), self.k(x), x, self.config)  # (B, 1, d), (B, T, d) -> (B, T)
