@@ -228,8 +228,8 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         if weights is not None:  # balanced: weights over (no brake, brake), see loss_classes; the angle is not reweighted
             excess_se = excess_se * weights[(labels == 4).long()]
         per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2 + excess_se
-        brake = (raw[:, 1] * EXCESS_SCALE > BRAKE_EXCESS).cpu().numpy()
-        decoded = wheel_action(angle.detach().cpu().numpy(), brake, batch["wheel_now"].cpu().numpy())
+        excess = (raw[:, 1].float() * EXCESS_SCALE).detach().cpu().numpy()
+        decoded = wheel_action(angle.detach().cpu().numpy(), excess > BRAKE_EXCESS, batch["wheel_now"].cpu().numpy(), coast=excess > 0)
         return per_row, torch.from_numpy(decoded).to(raw.device) == labels
     if net.config.action_space == "discrete":
         labels = batch["actions"].long()

@@ -39,19 +39,21 @@ def wheel_after(angle: np.ndarray | float, action: np.ndarray | int) -> np.ndarr
 WHEEL_CHOICES = np.array([3, 1, 2])  # gas first: on a tie the engine stays on
 
 
-def wheel_action(target: np.ndarray | float, brake: np.ndarray | bool, wheel: np.ndarray | float) -> np.ndarray:
+def wheel_action(target: np.ndarray | float, brake: np.ndarray | bool, wheel: np.ndarray | float,
+                 coast: np.ndarray | bool = False) -> np.ndarray:
     """The discrete action that drives like a wheel-angle target: brake (4) where `brake` (the
     wheel decoder: where the speed excess is above BRAKE_EXCESS, as the expert's rule), else
     whichever of gas (3, the wheel unwinds), right (1) and left (2) brings the wheel from `wheel`
-    nearest `target` (radians, as wheel_angle). Fed the discrete track expert's own planned angle
-    PLAN_AHEAD steps ahead and its braking, this drove as the expert does (909.8, 908.1, 912.6,
-    928.9 on seeds 10000..10003, every lap; 3 steps ahead is the longest that kept every lap)
-    while agreeing with its actions on only 76-81 % of the steps: many pulse patterns give the same
-    path, which is why a network learns the angle better than the pulses. Elementwise."""
+    nearest `target` (radians, as wheel_angle), with no action (0, the wheel unwinds as under gas)
+    instead of gas where `coast` (the speed excess above 0: the expert's coast band, as
+    TrackExpertConfig.coast). Fed the discrete track expert's own planned angle PLAN_AHEAD steps
+    ahead and its braking, this drives as the expert does while agreeing with its actions on only
+    76-81 % of the steps (docs/training.md): many pulse patterns give the same path, which is why a
+    network learns the angle better than the pulses. Elementwise."""
     target, wheel = np.asarray(target, dtype=np.float64), np.asarray(wheel, dtype=np.float64)
     nxt = wheel_after(wheel[None], WHEEL_CHOICES.reshape((3,) + (1,) * wheel.ndim))  # (3, ...)
     steer = WHEEL_CHOICES[np.abs(nxt - target[None]).argmin(0)]
-    return np.where(brake, 4, steer)
+    return np.where(brake, 4, np.where((steer == 3) & np.asarray(coast), 0, steer))
 
 
 class FastCarRacing(CarRacing):

@@ -74,8 +74,9 @@ class DrivingPolicy:
     action); sampling can, with random runs; diffusion gives the same rates in regular pulses.
     A wheel-angle network (DrivingNetConfig.wheel_target) is driven by "wheel": the policy follows
     its front wheels from its own actions (agents.env.wheel_after, from straight at reset) and
-    takes the action that brings them nearest the angle the network asks for, or brakes when the
-    speed excess it predicts is above the expert's margin (it counts
+    takes the action that brings them nearest the angle the network asks for (no action instead of
+    gas where the speed excess it predicts is above 0), or brakes when the excess is above the
+    expert's margin (it counts
     on every step being its own: a step that repeats its last action without asking, as dropped
     frames do in agents.perturb, turns the real wheels without its model).
     By default (actions=None) each network gets its own (default_decoder).
@@ -161,7 +162,7 @@ class DrivingPolicy:
         if self.actions == "wheel":
             target, excess = WHEEL_LIMIT * float(torch.tanh(raw[0].float())), EXCESS_SCALE * float(raw[1])
             brake = excess > BRAKE_EXCESS  # the expert's own rule, on the excess the network sees
-            action = int(wheel_action(target, brake, self._wheel))
+            action = int(wheel_action(target, brake, self._wheel, coast=excess > 0))
             self._wheel = float(wheel_after(self._wheel, action))
             self.last = {"action": action, "wheel_target": target, "speed_excess": excess, "brake": brake}
             return action

@@ -48,6 +48,9 @@ class TrackExpertConfig:
     min_speed: float = 20.0  # never plan slower than this
     max_speed: float = math.inf  # never plan faster than this (u/s)
     speed_margin: float = 3.0  # discrete: brake when faster than target + margin
+    coast: bool = False  # discrete: between the target and target + margin, coast (no action) instead of gas
+    plan_brake: bool = True  # discrete, with plan_horizon: the look-ahead may also choose to brake (False: only the
+    # speed rule brakes, so that the recorded speed_excess says when every brake comes)
     steer_tolerance: float = 0.02  # discrete: wheel-angle shortfall (rad) that starts a steer pulse
     steer_hold: float = 0.06  # discrete: a pulse goes on until the wheels are this far (rad) past the target
     gas_gain: float = 0.05  # continuous: throttle per unit of speed below target
@@ -83,9 +86,15 @@ class TrackExpertConfig:
             # (about 37 units ahead of the car): from 100 u/s it braked for bends 40-60 units ahead, out of sight,
             # and the policies, braking late, left the road after long straights (docs/results.md, 'A top speed').
             return cls(continuous=True, lookahead=6.0, lookahead_per_speed=0.15, lateral_accel=180.0, braking_decel=90.0, max_speed=75.0)
+        # Braking by the speed rule alone (plan_brake=False) at a target the car can hold (lateral_accel 280, not 430
+        # with the look-ahead braking where the simulated car would leave the road: its brakes came at speed excesses
+        # of -20..-5 u/s, so the recorded excess did not say when it braked), and the continuous expert's top speed,
+        # held by coasting: its brakes come for bends in the camera's frame and the excess labels each of them
+        # (docs/results.md, 'Discrete actions').
         return cls(
-            continuous=False, line_room=3.0, lookahead=9.0, lookahead_per_speed=0.15, lateral_accel=430.0,
-            speed_margin=BRAKE_EXCESS, steer_tolerance=0.045, steer_hold=0.09, plan_horizon=40,
+            continuous=False, line_room=3.0, lookahead=9.0, lookahead_per_speed=0.15, lateral_accel=280.0,
+            max_speed=75.0, speed_margin=BRAKE_EXCESS, coast=True, steer_tolerance=0.045, steer_hold=0.09,
+            plan_horizon=40, plan_brake=False,
         )
 
 
@@ -104,7 +113,7 @@ class TrackFollowingExpert:
             space = "continuous" if env.unwrapped.continuous else "discrete"
             raise ConfigError(f"track expert configured for the other action space than this {space} environment")
         self._idx = 0
-        self._planner = _Lookahead(self.config.plan_horizon) if self.config.plan_horizon else None
+        self._planner = _Lookahead(self.config.plan_horizon, self.config.plan_brake) if self.config.plan_horizon else None
         # after select_action: the front-wheel angle (radians, positive = left) its plan reaches PLAN_AHEAD steps
         # later (recorded with demonstrations as a smoother label than the pulses; NaN without a planner)
         self.planned_wheel_angle = math.nan
@@ -198,7 +207,10 @@ class TrackFollowingExpert:
         if speed > v_target + cfg.speed_margin:
             self._pulse = 0
             return 4
-        return self._steer_pulse(delta, -float(car.wheels[0].joint.angle))
+        action = self._steer_pulse(delta, -float(car.wheels[0].joint.angle))
+        # Gas is the only action without steer or brake that keeps the wheels unwinding; with coast, above the
+        # target speed the engine stays off instead (a discrete car cannot hold a speed; this holds it near the target)
+        return 0 if action == 3 and cfg.coast and speed > v_target else action
 
     def _steer_pulse(self, delta: float, wheel: float) -> int:
         """Discrete steering towards the wheel angle delta (both right-positive), see the module doc."""
@@ -262,8 +274,9 @@ class _Lookahead:
     SPEED_WEIGHT = 0.3  # seconds of the final speed added to the distance
     OFF_ROAD, LOST, LOST_BEYOND, MARGIN = 0.5, 1000.0, 2.0, 0.05
 
-    def __init__(self, horizon: int) -> None:
+    def __init__(self, horizon: int, brake: bool = True) -> None:
         self.horizon = horizon
+        self.candidates = self.CANDIDATES if brake else tuple(c for c in self.CANDIDATES if c[0] != 4)
 
     def reset(self, track: Any, centre: np.ndarray, normal: np.ndarray) -> None:
         import Box2D
@@ -323,7 +336,7 @@ class _Lookahead:
         after = (expert._idx, expert._pulse)
         scores: dict[tuple[int, int], float] = {}
         ahead: dict[tuple[int, int], float] = {}
-        for cand in ((base, 1), *self.CANDIDATES):
+        for cand in ((base, 1), *self.candidates):
             if cand not in scores:
                 scores[cand] = self._rollout(expert, real, *cand, state)
                 ahead[cand] = self.wheel_ahead
