@@ -174,7 +174,8 @@ def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
             a = expert.select_action(obs)
             self.drift.append(abs(self.wheel - env.unwrapped.car.wheels[0].joint.angle))
             # braking by the expert's rule on its recorded speed excess, not by its action
-            d = int(wheel_action(expert.planned_wheel_angle, expert.speed_excess > BRAKE_EXCESS, self.wheel))
+            d = int(wheel_action(expert.planned_wheel_angle, expert.speed_excess > BRAKE_EXCESS, self.wheel,
+                                 coast=expert.speed_excess > 0))
             self.brakes.append(d == 4)
             self.same.append(d == a)
             self.wheel = float(wheel_after(self.wheel, d))
@@ -187,3 +188,28 @@ def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
     assert 0.5 < np.mean(driver.same) < 0.95  # the same path by other pulses
     assert 0 < np.mean(driver.brakes) < 0.1  # it brakes, rarely
     assert np.isnan(TrackFollowingExpert(make_env(True, pixels=False)).planned_wheel_angle)  # no planner, no plan
+
+
+def test_the_discrete_expert_brakes_and_coasts_by_its_speed_excess_alone():
+    """The recorded speed excess must say when every brake comes (a wheel-angle network brakes by
+    it): with plan_brake off the look-ahead never brakes, the expert brakes exactly where the excess
+    is above its margin and coasts (0) only between 0 and the margin, and its top speed holds."""
+    env = make_env(False, pixels=False)
+    expert = TrackFollowingExpert(env)
+    cfg = expert.config
+    assert not cfg.plan_brake and cfg.coast and cfg.max_speed == 75.0
+    assert all(a != 4 for a, _ in expert._planner.candidates)
+    env.reset(seed=302)
+    expert.reset()
+    actions, excess, speeds = [], [], []
+    for _ in range(600):
+        a = int(expert.select_action())
+        actions.append(a)
+        excess.append(expert.speed_excess)
+        env.step(a)
+        speeds.append(float(np.hypot(*env.unwrapped.car.hull.linearVelocity)))
+    actions, excess = np.array(actions), np.array(excess)
+    assert (actions == 4).any() and (actions == 0).any()
+    assert np.array_equal(actions == 4, excess > cfg.speed_margin)
+    assert np.all((excess[actions == 0] > 0) & (excess[actions == 0] <= cfg.speed_margin))
+    assert max(speeds) < cfg.max_speed + cfg.speed_margin + 1.0
