@@ -41,14 +41,19 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     return {**counts, **frame_gaps(head, continuous)}
 
 
+DISCRETE_TARGETS = ("wheel", "rates", "actions")
+
+
 @dataclass
 class QuickstartConfig:
     out: str = "runs/quickstart"  # everything goes here
     head: str = "nac"  # the sequence head to train
     continuous: bool = True  # continuous actions (the expert finishes every lap); False: 5 discrete
-    rate_window: int = 4  # discrete only: learn each action's rate over t-R..t+R and drive by diffusing the rates (0: the
-    # expert's action itself, argmax). The best discrete recipe measured: 547 and 629 with DAgger, 3 laps of 20, where the
-    # class-weighted actions never finished a lap (P(rates > actions) 0.82 [0.75, 0.90]; docs/results.md, 'Discrete actions')
+    discrete_target: str = "wheel"  # discrete only, what the network learns (DISCRETE_TARGETS): "wheel", the front-wheel angle the
+    # expert plans and its speed above the expert's target, driven by the pulse that steers the wheels there (train
+    # --wheel-target); "rates", each action's rate over t-R..t+R, driven by pulsing at those rates (train --rate-window);
+    # "actions", the expert's action itself, driven by argmax (docs/results.md, 'Discrete actions')
+    rate_window: int = 4  # "rates": R
     # None: the recipe measured best for the action space and head (recipe_for, above)
     episodes: int | None = None  # expert demonstrations (seeds 1000 * seed ..)
     train_epochs: int | None = None  # behaviour cloning
@@ -79,7 +84,9 @@ class QuickstartConfig:
         need(self.train_epochs >= 1 and self.dagger_epochs >= 1, "training epochs must be >= 1")
         need(self.dagger_episodes >= 1 and self.eval_episodes >= 1, "episode counts must be >= 1")
         need(self.seed >= 0, f"seed must be >= 0 (got {self.seed})")
-        need(self.rate_window >= 0, f"rate_window must be >= 0 (got {self.rate_window})")
+        need(self.discrete_target in DISCRETE_TARGETS,
+             f"discrete_target must be one of {', '.join(DISCRETE_TARGETS)} (got {self.discrete_target!r})")
+        need(self.rate_window >= 1, f"rate_window must be >= 1 (got {self.rate_window})")
         self.train_config("<demos>", "<run>")  # its fields are checked now, with training's own messages, before anything runs
         try:  # and the DAgger rounds' (a bad --dagger-beta would otherwise fail after the training)
             self.dagger_config("<run>")
@@ -100,7 +107,8 @@ class QuickstartConfig:
 
     def train_config(self, data: str, run: str) -> TrainConfig:
         """The behaviour cloning of the job."""
-        net = {"rate_window": self.rate_window} if not self.continuous and self.rate_window else {}
+        target = None if self.continuous else self.discrete_target
+        net = {"wheel": {"wheel_target": True}, "rates": {"rate_window": self.rate_window}}.get(target, {})
         return TrainConfig(data=[data], out=run, head=self.head, epochs=self.train_epochs, minutes=self.train_minutes, seed=self.seed,
                            lr=self.lr,
                            stride_jitter=self.stride_jitter, regular_share=self.regular_share, net=net)
@@ -170,9 +178,12 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
     metrics = json.loads((run / "metrics.json").read_text())
     dag = json.loads((run / "dagger.json").read_text())
     best = metrics.get("best") or {}
-    space = ("continuous (steer, gas, brake)" if cfg.continuous else
-             f"discrete (5; the network learns each action's rate over the steps t-{cfg.rate_window}..t+{cfg.rate_window} and drives by pulsing at those rates)"
-             if cfg.rate_window else "discrete (5; the likeliest action each step)")
+    space = ("continuous (steer, gas, brake)" if cfg.continuous else {
+        "wheel": "discrete (5; the network learns the front-wheel angle the expert plans and its speed above the expert's target, "
+                 "and drives by the pulse that steers its wheels there, braking where the expert would)",
+        "rates": f"discrete (5; the network learns each action's rate over the steps t-{cfg.rate_window}..t+{cfg.rate_window} and "
+                 "drives by pulsing at those rates)",
+        "actions": "discrete (5; the likeliest action each step)"}[cfg.discrete_target])
     windows = (f"{1 - cfg.regular_share:.0%} with frame gaps of 1..{cfg.stride_jitter} steps and their true timestamps, the rest regular"
                if cfg.stride_jitter > 1 else "regular frame gaps")
     lines = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agents.quickstart import QuickstartConfig
+from agents.quickstart import DISCRETE_TARGETS, QuickstartConfig
 from nac.heads import head_names
 from scripts.args import add_gap_flags, non_negative_float, non_negative_int, positive_float, positive_int
 
@@ -22,11 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", default="runs/quickstart", help="output folder (default runs/quickstart)")
     p.add_argument("--head", default="nac", choices=head_names(), help="sequence head to train (default nac)")
-    p.add_argument("--discrete", action="store_true", help="5 discrete actions instead of continuous (steer, gas, brake); the policy does not reach the expert yet "
-                   "(about 590 on the held-out seeds, 15 %% of laps; docs/results.md, 'Discrete actions')")
-    p.add_argument("--rate-window", type=non_negative_int, help="with --discrete: learn each action's rate over the steps "
-                   "t-R..t+R and drive by pulsing at those rates (default 4, the best discrete recipe measured); 0: the expert's "
-                   "action itself, driven by argmax")
+    p.add_argument("--discrete", action="store_true", help="5 discrete actions instead of continuous (steer, gas, brake); the policy does not "
+                   "reach the expert yet (docs/results.md, 'Discrete actions')")
+    p.add_argument("--discrete-target", choices=DISCRETE_TARGETS, help="with --discrete, what the network learns: wheel (default), the "
+                   "front-wheel angle the expert plans and its speed above the expert's target, driven by the pulse that steers the "
+                   "wheels there; rates, each action's rate over the steps t-R..t+R, driven by pulsing at those rates; actions, the "
+                   "expert's action itself, driven by argmax")
+    p.add_argument("--rate-window", type=positive_int, help="with --discrete-target rates: R (default 4)")
     p.add_argument("--episodes", type=positive_int, help="expert demonstrations (default 50; 30 with --discrete, whose expert plans)")
     p.add_argument("--train-epochs", type=positive_int, help="behaviour-cloning epochs (default 1; 6 with --discrete)")
     p.add_argument("--lr", type=positive_float, help="Adam learning rate, behaviour cloning and DAgger (default 3e-4; 1e-4 with --discrete)")
@@ -54,15 +56,17 @@ def run(args: argparse.Namespace) -> int:
     from agents.quickstart import quickstart
     from scripts.args import UserError
 
-    if args.rate_window is not None and not args.discrete:
-        raise UserError("--rate-window is for --discrete (continuous actions are learned as they are)")
+    if args.discrete_target is not None and not args.discrete:
+        raise UserError("--discrete-target is for --discrete (continuous actions are learned as they are)")
+    if args.rate_window is not None and args.discrete_target != "rates":
+        raise UserError("--rate-window is for --discrete --discrete-target rates (the window of the learned action rates)")
 
     cfg = QuickstartConfig(
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
         train_epochs=args.train_epochs, lr=args.lr, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds, dagger_episodes=args.dagger_episodes,
         dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover,
         eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
-        **({} if args.rate_window is None else {"rate_window": args.rate_window}),  # None: the config's default
+        **{k: v for k, v in (("discrete_target", args.discrete_target), ("rate_window", args.rate_window)) if v is not None},  # None: the default
     )
     result = quickstart(cfg)
     print("\n" + open(result["report"]).read())

@@ -125,8 +125,10 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["dagger", "--run", "/nonexistent"], "not a training run"),
         (["quickstart", "--seed", "10"], "include the held-out seeds 10000..10009"),
         (["quickstart", "--regular-share", "2"], "regular share must be in [0, 1] (got 2.0)"),
-        (["quickstart", "--discrete", "--rate-window", "-1"], "--rate-window"),
-        (["quickstart", "--rate-window", "2"], "--rate-window is for --discrete"),
+        (["quickstart", "--discrete", "--discrete-target", "rates", "--rate-window", "0"], "--rate-window"),
+        (["quickstart", "--discrete", "--rate-window", "2"], "--rate-window is for --discrete --discrete-target rates"),
+        (["quickstart", "--discrete-target", "wheel"], "--discrete-target is for --discrete"),
+        (["quickstart", "--discrete", "--discrete-target", "pulses"], "invalid choice: 'pulses'"),
         (["quickstart", "--dagger-beta", "1.5"], "the DAgger rounds' beta must be in [0, 1) (got 1.5)"),
         (["quickstart", "--dagger-takeover", "-1"], "expected a number >= 0, got '-1'"),
         (["study"], "give --out DIR"),
@@ -184,11 +186,17 @@ def test_the_quickstart_recipe_depends_on_the_action_space_and_on_whether_the_he
     assert t.seed == 2 and t.net == {}  # continuous actions: the rate window is for discrete ones
 
 
-def test_the_discrete_quickstart_learns_action_rates_unless_told_not_to():
+def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     from agents.quickstart import QuickstartConfig
+    from nac.config import ConfigError
 
-    assert QuickstartConfig(continuous=False).train_config("d", "r").net == {"rate_window": 4}
-    assert QuickstartConfig(continuous=False, rate_window=0).train_config("d", "r").net == {}
+    assert QuickstartConfig(continuous=False).train_config("d", "r").net == {"wheel_target": True}
+    assert QuickstartConfig(continuous=False, discrete_target="rates").train_config("d", "r").net == {"rate_window": 4}
+    assert QuickstartConfig(continuous=False, discrete_target="rates", rate_window=2).train_config("d", "r").net == {"rate_window": 2}
+    assert QuickstartConfig(continuous=False, discrete_target="actions").train_config("d", "r").net == {}
+    assert QuickstartConfig(continuous=True, discrete_target="wheel").train_config("d", "r").net == {}  # discrete only
+    with pytest.raises(ConfigError, match="discrete_target must be one of wheel, rates, actions"):
+        QuickstartConfig(continuous=False, discrete_target="pulses")
 
 
 def test_evaluate_under_perturbations_gives_one_board_per_level_and_a_plot(tiny_demos, tmp_path):
