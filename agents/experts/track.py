@@ -208,8 +208,8 @@ class TrackFollowingExpert:
             self._pulse = 0
             return 4
         action = self._steer_pulse(delta, -float(car.wheels[0].joint.angle))
-        # Gas is the only action without steer or brake that keeps the wheels unwinding; with coast, above the
-        # target speed the engine stays off instead (a discrete car cannot hold a speed; this holds it near the target)
+        # With coast, above the target speed no action replaces gas (the wheels unwind under either): a discrete car
+        # cannot hold a speed, and this holds it near the target without braking
         return 0 if action == 3 and cfg.coast and speed > v_target else action
 
     def _steer_pulse(self, delta: float, wheel: float) -> int:
