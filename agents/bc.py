@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from agents.env import BRAKE_EXCESS, EXCESS_SCALE, SELECT_SEED, STATE_FIELDS, WHEEL_LIMIT, make_env, wheel_action
+from agents.env import EXCESS_SCALE, SELECT_SEED, STATE_FIELDS, WHEEL_LIMIT, make_env, wheel_action
 from agents.policy import DrivingPolicy, resolve_device
 from agents.rollout import run_episode
 from agents.distributed import init_distributed
@@ -229,7 +229,7 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
             excess_se = excess_se * weights[(labels == 4).long()]
         per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2 + excess_se
         excess = (raw[:, 1].float() * EXCESS_SCALE).detach().cpu().numpy()
-        decoded = wheel_action(angle.detach().cpu().numpy(), excess > BRAKE_EXCESS, batch["wheel_now"].cpu().numpy(), coast=excess > 0)
+        decoded = wheel_action(angle.detach().cpu().numpy(), excess, batch["wheel_now"].cpu().numpy())
         return per_row, torch.from_numpy(decoded).to(raw.device) == labels
     if net.config.action_space == "discrete":
         labels = batch["actions"].long()

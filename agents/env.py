@@ -39,21 +39,20 @@ def wheel_after(angle: np.ndarray | float, action: np.ndarray | int) -> np.ndarr
 WHEEL_CHOICES = np.array([3, 1, 2])  # gas first: on a tie the engine stays on
 
 
-def wheel_action(target: np.ndarray | float, brake: np.ndarray | bool, wheel: np.ndarray | float,
-                 coast: np.ndarray | bool = False) -> np.ndarray:
-    """The discrete action that drives like a wheel-angle target: brake (4) where `brake` (the
-    wheel decoder: where the speed excess is above BRAKE_EXCESS, as the expert's rule), else
-    whichever of gas (3, the wheel unwinds), right (1) and left (2) brings the wheel from `wheel`
-    nearest `target` (radians, as wheel_angle), with no action (0, the wheel unwinds as under gas)
-    instead of gas where `coast` (the speed excess above 0: the expert's coast band, as
+def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: np.ndarray | float) -> np.ndarray:
+    """The discrete action that drives like a wheel-angle target, by the discrete track expert's
+    speed rules on a speed excess (u/s above its target speed): brake (4) where the excess is above
+    BRAKE_EXCESS; else whichever of gas (3, the wheel unwinds), right (1) and left (2) brings the
+    wheel from `wheel` nearest `target` (radians, as wheel_angle), with no action (0, the wheel
+    unwinds as under gas) instead of gas where the excess is above 0 (the expert's coast band,
     TrackExpertConfig.coast). Fed the discrete track expert's own planned angle PLAN_AHEAD steps
-    ahead and its braking, this drives as the expert does while agreeing with its actions on only
+    ahead and its excess, this drives as the expert does while agreeing with its actions on only
     76-81 % of the steps (docs/training.md): many pulse patterns give the same path, which is why a
     network learns the angle better than the pulses. Elementwise."""
-    target, wheel = np.asarray(target, dtype=np.float64), np.asarray(wheel, dtype=np.float64)
+    target, wheel, excess = (np.asarray(a, dtype=np.float64) for a in (target, wheel, excess))
     nxt = wheel_after(wheel[None], WHEEL_CHOICES.reshape((3,) + (1,) * wheel.ndim))  # (3, ...)
     steer = WHEEL_CHOICES[np.abs(nxt - target[None]).argmin(0)]
-    return np.where(brake, 4, np.where((steer == 3) & np.asarray(coast), 0, steer))
+    return np.where(excess > BRAKE_EXCESS, 4, np.where((steer == 3) & (excess > 0), 0, steer))
 
 
 class FastCarRacing(CarRacing):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.env import BRAKE_EXCESS, EXCESS_SCALE, FPS, WHEEL_LIMIT, wheel_action, wheel_after
+from agents.env import EXCESS_SCALE, FPS, WHEEL_LIMIT, wheel_action, wheel_after
 from nac.driving import DrivingNet
 from nac.config import ConfigError
 from nac.checkpoint import load_checkpoint
@@ -161,10 +161,9 @@ class DrivingPolicy:
             return action
         if self.actions == "wheel":
             target, excess = WHEEL_LIMIT * float(torch.tanh(raw[0].float())), EXCESS_SCALE * float(raw[1])
-            brake = excess > BRAKE_EXCESS  # the expert's own rule, on the excess the network sees
-            action = int(wheel_action(target, brake, self._wheel, coast=excess > 0))
+            action = int(wheel_action(target, excess, self._wheel))  # the expert's own speed rules, on the excess the network sees
             self._wheel = float(wheel_after(self._wheel, action))
-            self.last = {"action": action, "wheel_target": target, "speed_excess": excess, "brake": brake}
+            self.last = {"action": action, "wheel_target": target, "speed_excess": excess, "brake": action == 4}
             return action
         probs = torch.softmax(raw.float(), -1).cpu().numpy().astype(np.float64)
         if self.actions == "sample":

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from agents.env import BRAKE_EXCESS, make_env, wheel_action, wheel_after
+from agents.env import make_env, wheel_action, wheel_after
 from agents.experts import make_expert
 from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, _Lookahead, racing_line
 from agents.rollout import run_episode, summarize
@@ -174,8 +174,7 @@ def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
             a = expert.select_action(obs)
             self.drift.append(abs(self.wheel - env.unwrapped.car.wheels[0].joint.angle))
             # braking by the expert's rule on its recorded speed excess, not by its action
-            d = int(wheel_action(expert.planned_wheel_angle, expert.speed_excess > BRAKE_EXCESS, self.wheel,
-                                 coast=expert.speed_excess > 0))
+            d = int(wheel_action(expert.planned_wheel_angle, expert.speed_excess, self.wheel))
             self.brakes.append(d == 4)
             self.same.append(d == a)
             self.wheel = float(wheel_after(self.wheel, d))
