@@ -136,25 +136,32 @@ class TrackFollowingExpert:
         seg = np.roll(self._pts, -1, axis=0) - self._pts
         self._seg_len = np.linalg.norm(seg, axis=1)  # (N,) length of segment i -> i+1
         self._min_seg = float(self._seg_len.min())  # bounds how many points a distance ahead spans
-        # Python lists for the per-step scalar lookups (numpy indexing costs ~10x more per element)
+        # Python lists for the per-step scalar lookups (numpy indexing costs ~10x more per element; the planner makes
+        # about 200 lookups per step)
         self._pts_list = [tuple(p) for p in self._pts.tolist()]
         self._seg_list = self._seg_len.tolist()
         heading = np.arctan2(seg[:, 1], seg[:, 0])
         # Curve speed at each point from the heading change over the three segments before it.
         turn = np.abs((heading - np.roll(heading, 3) + np.pi) % (2 * np.pi) - np.pi)
         span = np.roll(self._seg_len, 2) + np.roll(self._seg_len, 1) + self._seg_len  # summed in this order as before
-        self._v_curve = np.sqrt(self.config.lateral_accel / np.maximum(turn / np.maximum(span, 1e-3), 1e-4))
+        v_curve = np.sqrt(self.config.lateral_accel / np.maximum(turn / np.maximum(span, 1e-3), 1e-4))
+        self._v_curve_sq = (v_curve ** 2).tolist()
         self._idx = 0
         self._pulse = 0  # discrete: the steer action of the pulse under way (1 or 2), 0 if none
         if self._planner is not None:
             self._planner.reset(track, centre, normal)
 
     def _nearest(self, x: float, y: float) -> int:
-        n = len(self._pts)
-        cand = (self._idx + np.arange(-5, 30)) % n  # search near the last match: never jump laps
-        d = self._pts[cand] - (x, y)
-        self._idx = int(cand[np.argmin(d[:, 0] ** 2 + d[:, 1] ** 2)])
-        return self._idx
+        n, pts, i = len(self._pts_list), self._pts_list, self._idx
+        best, best_d = i, math.inf
+        for k in range(i - 5, i + 30):  # search near the last match: never jump laps
+            px, py = pts[k % n]
+            dx, dy = px - x, py - y
+            d = dx * dx + dy * dy
+            if d < best_d:  # the first of equal distances, as argmin
+                best, best_d = k % n, d
+        self._idx = best
+        return best
 
     def _point_ahead(self, i: int, distance: float) -> tuple[float, float]:
         n, d, seg = len(self._pts), 0.0, self._seg_list
@@ -165,14 +172,13 @@ class TrackFollowingExpert:
 
     def target_speed(self, i: int, speed: float) -> float:
         """Slowest speed that the curves within the braking horizon allow from here."""
-        cfg, n = self.config, len(self._pts)
-        horizon = 10.0 + 0.9 * speed
-        m = int(np.ceil(horizon / self._min_seg)) + 1  # enough points to cover the horizon
-        j = (i + 1 + np.arange(m)) % n
-        d = np.cumsum(self._seg_len[j])  # distance to each point ahead
-        last = int(np.searchsorted(d, horizon)) + 1  # up to the first point at or past the horizon
-        j, d = j[:last], d[:last]
-        best = np.sqrt(self._v_curve[j] ** 2 + 2 * cfg.braking_decel * np.maximum(d - 5.0, 0.0)).min()
+        cfg, n, seg, v2 = self.config, len(self._seg_list), self._seg_list, self._v_curve_sq
+        horizon, decel2 = 10.0 + 0.9 * speed, 2 * cfg.braking_decel
+        d, best, j = 0.0, math.inf, i
+        while d < horizon:  # the points ahead, up to the first at or past the horizon
+            j = (j + 1) % n
+            d += seg[j]  # as before: the distance to point j counts segment j, not j - 1
+            best = min(best, math.sqrt(v2[j] + decel2 * max(d - 5.0, 0.0)))
         return float(min(max(best, cfg.min_speed), cfg.max_speed))
 
     def select_action(self, obs: Any = None) -> int | np.ndarray:
