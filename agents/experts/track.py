@@ -90,12 +90,11 @@ class TrackExpertConfig:
         # with the look-ahead braking where the simulated car would leave the road: its brakes came at speed excesses
         # of -20..-5 u/s, so the recorded excess did not say when it braked), and the continuous expert's top speed,
         # held by coasting: its brakes come for bends in the camera's frame and the excess labels each of them
-        # (docs/results.md, 'Discrete actions'). A racing line at most 1.5 units off the centreline (line_room 1.5,
-        # not 3.0, which cut the bends with the wheels on the edge): on tuning seeds 200..207 it drives 910.6 against
-        # 908.2 (200..209: 910.7, a wheel off the road on 11 steps of 9,825); its policies ran wide at bends, where the
-        # margin is their room.
+        # (docs/results.md, 'Discrete actions'). A racing line nearer the centreline (line_room 1.5) drove as well
+        # (909.7 on tuning seeds 200..209, with the look-ahead never overriding a brake) but its wheel policy's seed-0 run
+        # did worse (538.7 against 721.4; docs/studies/discrete-line-room), so 3.0 stays.
         return cls(
-            continuous=False, line_room=1.5, lookahead=9.0, lookahead_per_speed=0.15, lateral_accel=280.0,
+            continuous=False, line_room=3.0, lookahead=9.0, lookahead_per_speed=0.15, lateral_accel=280.0,
             max_speed=75.0, speed_margin=BRAKE_EXCESS, coast=True, steer_tolerance=0.045, steer_hold=0.09,
             plan_horizon=40, plan_brake=False,
         )
@@ -135,7 +134,6 @@ class TrackFollowingExpert:
         self._pts = racing_line(centre, normal, self.config.line_room)  # (N, 2) the line driven
         seg = np.roll(self._pts, -1, axis=0) - self._pts
         self._seg_len = np.linalg.norm(seg, axis=1)  # (N,) length of segment i -> i+1
-        self._min_seg = float(self._seg_len.min())  # bounds how many points a distance ahead spans
         # Python lists for the per-step scalar lookups (numpy indexing costs ~10x more per element; the planner makes
         # about 200 lookups per step)
         self._pts_list = [tuple(p) for p in self._pts.tolist()]
@@ -275,7 +273,6 @@ class _Lookahead:
     after the alternative. Score: distance gained along the line, plus 0.3 s of the final speed,
     minus 0.5 per step with a wheel off the road (grass grip is applied to that wheel) and 1000
     per step more than 2 units off. The best wins if it beats the expert's own action by 0.05.
-    A brake by the expert's speed rule is never overridden.
     This is one step of policy improvement by rollouts (Bertsekas): written here because no
     library plans on a CarRacing car, and it needs the environment's privileged state.
     """
@@ -346,9 +343,7 @@ class _Lookahead:
         after = (expert._idx, expert._pulse)
         scores: dict[tuple[int, int], float] = {}
         ahead: dict[tuple[int, int], float] = {}
-        # Where the speed rule brakes, the brake stands: the recorded excess says when every brake comes, and the
-        # decoders of wheel-target policies brake by it (agents.env.wheel_action) before they steer.
-        for cand in ((base, 1),) if base == 4 else ((base, 1), *self.candidates):
+        for cand in ((base, 1), *self.candidates):
             if cand not in scores:
                 scores[cand] = self._rollout(expert, real, *cand, state)
                 ahead[cand] = self.wheel_ahead
