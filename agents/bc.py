@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from agents.env import EXCESS_SCALE, SELECT_SEED, STATE_FIELDS, WHEEL_LIMIT, make_env, wheel_action
+from agents.env import SELECT_SEED, STATE_FIELDS, WHEEL_LIMIT, make_env, wheel_action
 from agents.policy import DrivingPolicy, resolve_device
 from agents.rollout import run_episode
 from agents.distributed import init_distributed
@@ -159,7 +159,7 @@ WHEEL = STATE_FIELDS.index("wheel_angle")
 def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
     """Per-row targets, beyond the actions, of the network's outputs: the action rates (rate_window,
     (N, A)); or the wheel angle the expert planned, the one the car had and the speed above the
-    expert's target speed, clipped to +-EXCESS_SCALE in its units (wheel_target, (N,) each)."""
+    expert's target speed, clipped to +-excess_scale in its units (wheel_target, (N,) each)."""
     if net.config.rate_window:
         return {"rates": store.action_rates(net.config.rate_window, net.config.outputs)}
     if not net.config.wheel_target:
@@ -174,7 +174,7 @@ def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
             "track expert records both (nacdrive collect --expert track, without --continuous), in demonstrations and DAgger "
             "rollouts recorded since it does; record them again"
         )
-    excess = np.clip(cols[1] / EXCESS_SCALE, -1.0, 1.0).astype(np.float32)
+    excess = np.clip(cols[1] / net.config.excess_scale, -1.0, 1.0).astype(np.float32)
     return {"wheel_plan": cols[0], "wheel_now": store.state[:, WHEEL], "speed_excess": excess}
 
 
@@ -220,7 +220,7 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
     is mostly 0 with rare pulses, as the expert's brake is, then stays 0 where the mean would be a
     small constant brake)."""
     if net.config.wheel_target:
-        # the planned angle (in units of the joint's range) and the speed excess (in units of EXCESS_SCALE), both by
+        # the planned angle (in units of the joint's range) and the speed excess (in units of excess_scale), both by
         # squared error; a row is correct when the action decoded at the recorded wheel angle is the expert's
         labels = batch["actions"].long()
         angle = WHEEL_LIMIT * torch.tanh(raw[:, 0].float())
@@ -228,7 +228,7 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         if weights is not None:  # balanced: weights over (no brake, brake), see loss_classes; the angle is not reweighted
             excess_se = excess_se * weights[(labels == 4).long()]
         per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2 + excess_se
-        excess = (raw[:, 1].float() * EXCESS_SCALE).detach().cpu().numpy()
+        excess = (raw[:, 1].float() * net.config.excess_scale).detach().cpu().numpy()
         decoded = wheel_action(angle.detach().cpu().numpy(), excess, batch["wheel_now"].cpu().numpy())
         return per_row, torch.from_numpy(decoded).to(raw.device) == labels
     if net.config.action_space == "discrete":

@@ -182,8 +182,6 @@ STATE_FIELDS = ("x", "y", "angle", "speed", "wheel_angle", "progress", "plan_whe
 PLAN_AHEAD = 3
 BRAKE_EXCESS = 3.0  # the discrete track expert brakes when speed_excess is above this (its speed_margin); so does the
 # wheel decoder, with the excess a wheel-angle network predicts
-EXCESS_SCALE = 20.0  # u/s: a wheel-angle network learns speed_excess clipped to +-this, in units of it (the sign and
-# the last 20 u/s before braking are what matter; -80 on a straight at low speed says no more than -20)
 SKIP_GAP = 20  # skipped_tiles: a run of untouched tiles this long or longer ends the car's progress
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.env import EXCESS_SCALE, FPS, WHEEL_LIMIT, wheel_action, wheel_after
+from agents.env import FPS, WHEEL_LIMIT, wheel_action, wheel_after
 from nac.driving import DrivingNet
 from nac.config import ConfigError
 from nac.checkpoint import load_checkpoint
@@ -160,7 +160,7 @@ class DrivingPolicy:
             self.last = {"action": action}
             return action
         if self.actions == "wheel":
-            target, excess = WHEEL_LIMIT * float(torch.tanh(raw[0].float())), EXCESS_SCALE * float(raw[1])
+            target, excess = WHEEL_LIMIT * float(torch.tanh(raw[0].float())), self.net.config.excess_scale * float(raw[1])
             action = int(wheel_action(target, excess, self._wheel))  # the expert's own speed rules, on the excess the network sees
             self._wheel = float(wheel_after(self._wheel, action))
             self.last = {"action": action, "wheel_target": target, "speed_excess": excess, "brake": action == 4}

@@ -71,9 +71,11 @@ class DrivingNetConfig(ConfigDict):
     # steps t-K..t+K, which the scene shows) rather than the one action of step t (which depends on the phase of the
     # expert's steering pulses, which a frame does not show); the policy then drives by error diffusion of those rates
     wheel_target: bool = False  # discrete: two outputs, the front-wheel angle the expert plans a few steps ahead (squashed
-    # by the policy into the joint's range) and the car's speed above the expert's target speed (agents.env.EXCESS_SCALE
-    # units); the policy brakes when the excess is above the expert's margin, else takes the action that brings its wheels
+    # by the policy into the joint's range) and the car's speed above the expert's target speed (in excess_scale units);
+    # the policy brakes when the excess is above the expert's margin, else takes the action that brings its wheels
     # nearest that angle (agents.env.wheel_action): what the pulses aim at, which a frame shows, rather than the pulses
+    excess_scale: float = 20.0  # wheel_target: u/s; the speed excess is learned clipped to +-this, in units of it (the sign and
+    # the last u/s before braking are what matter: -80 at low speed on a straight says no more than -20)
 
     def __post_init__(self) -> None:
         need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
@@ -88,6 +90,7 @@ class DrivingNetConfig(ConfigDict):
         need(not self.rate_window or self.action_space == "discrete", "rate_window is for discrete actions")
         need(not self.wheel_target or self.action_space == "discrete", "wheel_target is for discrete actions")
         need(not (self.wheel_target and self.rate_window), "choose one of wheel_target and rate_window")
+        need(self.excess_scale > 0, f"excess_scale must be > 0 (got {self.excess_scale})")
         self.head_config()  # validate the head options now, with the head's own messages
 
     @property

@@ -315,6 +315,14 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
     excess = task.batches.targets["speed_excess"]  # speed above the expert's target, clipped to +-20 u/s, in units of 20
     assert np.allclose(excess, np.clip(store.state[:, 7] / 20.0, -1, 1)) and np.isfinite(excess).all()
     assert excess.min() == -1.0 and (store.state[:, 3][excess > 0.15] > 0).all()  # slow starts: far below; braking: above
+    # excess_scale: the excess in units of 5 u/s, clipped to +-5 (training and policy alike)
+    narrow = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "z", net={"wheel_target": True, "excess_scale": 5.0}, val_episodes=["demos:0"]),
+                              bc.Demos.load([tiny_demos]), False)
+    assert np.allclose(narrow.batches.targets["speed_excess"], np.clip(store.state[:, 7] / 5.0, -1, 1))
+    narrow_net = DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True, excess_scale=5.0))
+    assert bc.loss_terms(narrow_net, raw, batch, None)[1].tolist() == [False, True, False]  # 0.25 x 5 = 1.25 u/s: no brake
+    with pytest.raises(ConfigError, match="excess_scale must be > 0"):
+        DrivingNetConfig(wheel_target=True, excess_scale=0.0)
     policy = DrivingPolicy.from_run(tmp_path / "run")
     assert policy.actions == "wheel" and describe_run(str(tmp_path / "run"), "best").decoder == "wheel"
     frames = bc.Demos.load([tiny_demos]).episodes["demos:1"].frames
