@@ -109,8 +109,12 @@ class QuickstartConfig:
         """The behaviour cloning of the job."""
         target = None if self.continuous else self.discrete_target
         net = {"wheel": {"wheel_target": True}, "rates": {"rate_window": self.rate_window}}.get(target, {})
+        # wheel: the speed excess's error weighted by brake / no brake (the expert brakes on ~1 % of steps; unweighted, the
+        # network's excess stayed below the brake threshold at bend entries): 851.0 and 873.2 with 6 and 9 laps of 10
+        # against 721.4 and 902.2 with 4 and 6 (docs/results.md, 'Discrete actions')
+        balance = "weights" if target == "wheel" else "auto"
         return TrainConfig(data=[data], out=run, head=self.head, epochs=self.train_epochs, minutes=self.train_minutes, seed=self.seed,
-                           lr=self.lr,
+                           lr=self.lr, balance=balance,
                            stride_jitter=self.stride_jitter, regular_share=self.regular_share, net=net)
 
 
@@ -180,7 +184,8 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
     best = metrics.get("best") or {}
     space = ("continuous (steer, gas, brake)" if cfg.continuous else {
         "wheel": "discrete (5; the network learns the front-wheel angle the expert plans and its speed above the expert's target, "
-                 "and drives by the pulse that steers its wheels there, braking where the expert would)",
+                 "and drives by the pulse that steers its wheels there, braking where the expert would; the excess's error "
+                 "weighted by brake / no brake)",
         "rates": f"discrete (5; the network learns each action's rate over the steps t-{cfg.rate_window}..t+{cfg.rate_window} and "
                  "drives by pulsing at those rates)",
         "actions": "discrete (5; the likeliest action each step)"}[cfg.discrete_target])

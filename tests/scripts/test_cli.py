@@ -191,6 +191,10 @@ def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     from nac.config import ConfigError
 
     assert QuickstartConfig(continuous=False).train_config("d", "r").net == {"wheel_target": True}
+    # the wheel target's excess is weighted by brake / no brake; the other targets keep the default (auto)
+    assert QuickstartConfig(continuous=False).train_config("d", "r").balance == "weights"
+    assert QuickstartConfig(continuous=False, discrete_target="rates").train_config("d", "r").balance == "auto"
+    assert QuickstartConfig().train_config("d", "r").balance == "auto"
     assert QuickstartConfig(continuous=False, discrete_target="rates").train_config("d", "r").net == {"rate_window": 4}
     assert QuickstartConfig(continuous=False, discrete_target="rates", rate_window=2).train_config("d", "r").net == {"rate_window": 2}
     assert QuickstartConfig(continuous=False, discrete_target="actions").train_config("d", "r").net == {}
