@@ -156,6 +156,8 @@ def test_planning_config_is_checked():
         TrackExpertConfig(continuous=True, plan_horizon=10)
     with pytest.raises(ConfigError, match="plan_horizon must be 0 or >= 3"):
         TrackExpertConfig(plan_horizon=2)  # shorter than the planned wheel angle it reports
+    with pytest.raises(ConfigError, match="plan_line_weight must be >= 0"):
+        TrackExpertConfig(plan_horizon=40, plan_line_weight=-1)
 
 
 def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
