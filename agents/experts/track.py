@@ -292,6 +292,7 @@ class _Lookahead:
     def __init__(self, horizon: int, brake: bool = True, line_weight: float = 0.0) -> None:
         self.horizon = horizon
         self.line_weight = line_weight
+        self.brake = brake
         self.candidates = self.CANDIDATES if brake else tuple(c for c in self.CANDIDATES if c[0] != 4)
 
     def reset(self, track: Any, centre: np.ndarray, normal: np.ndarray, line: np.ndarray) -> None:
@@ -357,7 +358,10 @@ class _Lookahead:
         after = (expert._idx, expert._pulse)
         scores: dict[tuple[int, int], float] = {}
         ahead: dict[tuple[int, int], float] = {}
-        for cand in ((base, 1), *self.candidates):
+        # Without plan_brake, braking is the speed rule's alone both ways: the look-ahead neither brakes nor takes a brake
+        # back, so that the recorded speed excess says when every brake comes (with plan_line_weight, a rollout that
+        # kept the gas on scored better at 22 of 31 of a track's brakes)
+        for cand in ((base, 1), *(self.candidates if self.brake or base != 4 else ())):
             if cand not in scores:
                 scores[cand] = self._rollout(expert, real, *cand, state)
                 ahead[cand] = self.wheel_ahead
