@@ -57,9 +57,6 @@ class TrackExpertConfig:
     brake_gain: float = 0.03  # continuous: brake per unit of speed above target
     throttle_cut_in_turns: float = 0.8  # continuous: throttle *= 1 - cut * |steer|
     plan_horizon: int = 0  # discrete: steps simulated ahead to check each step's action (0: no look-ahead)
-    plan_line_weight: float = 0.0  # discrete, with plan_horizon: a rollout's score loses this much per unit of its car's mean
-    # distance off the line (0: distance gained and speed alone, which let a car off the line put off steering back to
-    # it step after step: each rollout steered back after its held action, and putting it off was a little faster)
 
     def __post_init__(self) -> None:
         for name in ("lookahead", "lateral_accel", "braking_decel", "min_speed", "max_speed"):
@@ -69,8 +66,6 @@ class TrackExpertConfig:
             raise ConfigError("track expert: throttle_cut_in_turns must be in [0, 1]")
         if self.plan_horizon < 0 or (self.plan_horizon and (self.continuous or self.plan_horizon < PLAN_AHEAD)):
             raise ConfigError(f"track expert: plan_horizon must be 0 or >= {PLAN_AHEAD}, and 0 for continuous actions (got {self.plan_horizon})")
-        if self.plan_line_weight < 0:
-            raise ConfigError(f"track expert: plan_line_weight must be >= 0 (got {self.plan_line_weight})")
         room = ROAD_HALF_WIDTH - CAR_HALF_WIDTH
         if not 0 <= self.line_room <= room:
             raise ConfigError(f"track expert: line_room must be in [0, {room:.2f}] so that the wheels stay on the road (got {self.line_room})")
@@ -97,14 +92,11 @@ class TrackExpertConfig:
         # held by coasting: its brakes come for bends in the camera's frame and the excess labels each of them
         # (docs/results.md, 'Discrete actions'). A racing line nearer the centreline (line_room 1.5) drove as well
         # (909.7 on tuning seeds 200..209, with the look-ahead never overriding a brake) but its wheel policy's seed-0 run
-        # did worse (538.7 against 721.4; docs/studies/discrete-line-room), so 3.0 stays. The look-ahead's rollouts lose
-        # their car's mean distance off the line (plan_line_weight 1): without it, a car 4 units off the line on a
-        # straight (a wheel policy's, labelled in DAgger) was told to drive straight on for 60 steps and more, and its
-        # policy, so taught, cut the next bend over the grass and lost the lap to a skipped tile.
+        # did worse (538.7 against 721.4; docs/studies/discrete-line-room), so 3.0 stays.
         return cls(
             continuous=False, line_room=3.0, lookahead=9.0, lookahead_per_speed=0.15, lateral_accel=280.0,
             max_speed=75.0, speed_margin=BRAKE_EXCESS, coast=True, steer_tolerance=0.045, steer_hold=0.09,
-            plan_horizon=40, plan_brake=False, plan_line_weight=1.0,
+            plan_horizon=40, plan_brake=False,
         )
 
 
@@ -123,7 +115,7 @@ class TrackFollowingExpert:
             space = "continuous" if env.unwrapped.continuous else "discrete"
             raise ConfigError(f"track expert configured for the other action space than this {space} environment")
         self._idx = 0
-        self._planner = _Lookahead(self.config.plan_horizon, self.config.plan_brake, self.config.plan_line_weight) if self.config.plan_horizon else None
+        self._planner = _Lookahead(self.config.plan_horizon, self.config.plan_brake) if self.config.plan_horizon else None
         # after select_action: the front-wheel angle (radians, positive = left) its plan reaches PLAN_AHEAD steps
         # later (recorded with demonstrations as a smoother label than the pulses; NaN without a planner)
         self.planned_wheel_angle = math.nan
@@ -155,7 +147,7 @@ class TrackFollowingExpert:
         self._idx = 0
         self._pulse = 0  # discrete: the steer action of the pulse under way (1 or 2), 0 if none
         if self._planner is not None:
-            self._planner.reset(track, centre, normal, self._pts)
+            self._planner.reset(track, centre, normal)
 
     def _nearest(self, x: float, y: float) -> int:
         n, pts, i = len(self._pts_list), self._pts_list, self._idx
@@ -289,18 +281,15 @@ class _Lookahead:
     SPEED_WEIGHT = 0.3  # seconds of the final speed added to the distance
     OFF_ROAD, LOST, LOST_BEYOND, MARGIN = 0.5, 1000.0, 2.0, 0.05
 
-    def __init__(self, horizon: int, brake: bool = True, line_weight: float = 0.0) -> None:
+    def __init__(self, horizon: int, brake: bool = True) -> None:
         self.horizon = horizon
-        self.line_weight = line_weight
-        self.brake = brake
         self.candidates = self.CANDIDATES if brake else tuple(c for c in self.CANDIDATES if c[0] != 4)
 
-    def reset(self, track: Any, centre: np.ndarray, normal: np.ndarray, line: np.ndarray) -> None:
+    def reset(self, track: Any, centre: np.ndarray, normal: np.ndarray) -> None:
         import Box2D
         from gymnasium.envs.box2d.car_dynamics import Car
 
         self.centre, self.normal = centre.tolist(), normal.tolist()  # lists: scalar lookups in the rollouts
-        self.line_offset = np.einsum("ij,ij->i", line - centre, normal).tolist()  # the line's offset along each normal
         self.world = Box2D.b2World((0, 0))
         self.car = Car(self.world, *track[0][1:4])
 
@@ -324,7 +313,7 @@ class _Lookahead:
         self._load(real)
         car, (start, expert._pulse) = self.car, state
         expert._idx = start
-        penalty, off_line = 0.0, 0.0
+        penalty = 0.0
         for t in range(self.horizon):
             a = expert._base_action(car)  # also moves the expert's index and pulse along
             if t < hold:
@@ -336,9 +325,6 @@ class _Lookahead:
                 w.tiles = _ON_ROAD if off <= 0 else set()
                 worst = max(worst, off)
             penalty += self.OFF_ROAD * (worst > 0) + self.LOST * (worst > self.LOST_BEYOND)
-            if self.line_weight:
-                hx, hy = car.hull.position
-                off_line += abs((hx - cx) * nx + (hy - cy) * ny - self.line_offset[expert._idx])
             self.step(a)
             if t == PLAN_AHEAD - 1:
                 self.wheel_ahead = float(car.wheels[0].joint.angle)
@@ -348,7 +334,6 @@ class _Lookahead:
         gained = float(expert._seg_len[[(start + k) % n for k in range((end - start) % n)]].sum())
         seg = expert._pts[(end + 1) % n] - expert._pts[end]
         gained += float((pos - expert._pts[end]) @ seg) / max(float(np.linalg.norm(seg)), 1e-6)
-        penalty += self.line_weight * off_line / self.horizon
         return gained + self.SPEED_WEIGHT * float(np.linalg.norm(car.hull.linearVelocity)) - penalty
 
     def choose(self, expert: "TrackFollowingExpert", real: Any) -> tuple[int, float]:
@@ -358,10 +343,7 @@ class _Lookahead:
         after = (expert._idx, expert._pulse)
         scores: dict[tuple[int, int], float] = {}
         ahead: dict[tuple[int, int], float] = {}
-        # Without plan_brake, braking is the speed rule's alone both ways: the look-ahead neither brakes nor takes a brake
-        # back, so that the recorded speed excess says when every brake comes (with plan_line_weight, a rollout that
-        # kept the gas on scored better at 22 of 31 of a track's brakes)
-        for cand in ((base, 1), *(self.candidates if self.brake or base != 4 else ())):
+        for cand in ((base, 1), *self.candidates):
             if cand not in scores:
                 scores[cand] = self._rollout(expert, real, *cand, state)
                 ahead[cand] = self.wheel_ahead
