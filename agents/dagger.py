@@ -51,7 +51,9 @@ class DaggerConfig:
     expert: str = "track"  # who labels the frames
     rounds: int = 2  # rounds of rollouts + training (the recipe's two: agents/pretrained/README.md)
     episodes: int = 10  # policy rollouts per round
-    beta: float = 0.5  # round r executes the expert's action with probability beta ** r (0: the policy drives alone)
+    beta: float = 0.3  # round r executes the expert's action with probability beta ** r (0: the policy drives alone). 0.3, not
+    # 0.5: on the full recipe every head's three runs drove 908.6-923.6 with it, where at 0.5 MHA's drove 886.3, 703.8, 922.8
+    # (docs/studies/mha-rope/, docs/results.md 'MHA with positions'); the discrete quick start keeps 0.5 (quickstart.recipe_for)
     epochs: int = 2  # training epochs added per round
     minutes: float | None = None  # and at most this many training minutes per round (None: no cap)
     workers: int = 0  # rollout processes; 0 = up to 2

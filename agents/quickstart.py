@@ -35,9 +35,11 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     rate: 1 epoch of behaviour cloning and 1 after each round instead of 4 and 2, Adam 3e-4
     (docs/results.md, 'The quick start in 10 minutes'), with the recipe's frame gaps for the head
     (agents.bc.frame_gaps). Discrete: the discrete expert plans (26 ms a step), so 30
-    demonstrations, 6 epochs, 2 after each round, Adam 1e-4."""
-    counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4} if continuous else
-              {"episodes": 30, "train_epochs": 6, "dagger_epochs": 2, "lr": 1e-4})
+    demonstrations, 6 epochs, 2 after each round, Adam 1e-4, and DAgger's beta 0.5 where the
+    continuous recipe's is 0.3 (the wheel recipe at 0.3 drove 649 and 775 against 851 and 873:
+    docs/studies/discrete-brake-weights/)."""
+    counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": DaggerConfig.beta} if continuous else
+              {"episodes": 30, "train_epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": 0.5})
     return {**counts, **frame_gaps(head, continuous)}
 
 
@@ -66,7 +68,7 @@ class QuickstartConfig:
     dagger_epochs: int | None = None  # training after each DAgger round
     lr: float | None = None  # Adam's learning rate, behaviour cloning and DAgger rounds alike
     dagger_minutes: float | None = None  # stop it after this many minutes (None: no cap)
-    dagger_beta: float = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r
+    dagger_beta: float | None = None  # round r executes the expert's action with probability beta ** r
     dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over while the car is this many u/s too fast or off the road
     eval_episodes: int = 10  # held-out seeds from eval_seed_start
     eval_seed_start: int = 10000

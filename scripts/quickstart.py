@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agents.quickstart import DISCRETE_TARGETS, QuickstartConfig
+from agents.quickstart import DISCRETE_TARGETS, QuickstartConfig, recipe_for
 from nac.heads import head_names
 from scripts.args import add_gap_flags, non_negative_float, non_negative_int, positive_float, positive_int
 
@@ -38,8 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-epochs", type=positive_int, help="training epochs after each DAgger round (default 1; 2 with --discrete)")
-    p.add_argument("--dagger-beta", type=float, default=QuickstartConfig.dagger_beta, help="DAgger round r executes the expert's action with "
-                   f"probability beta**r (default {QuickstartConfig.dagger_beta:g}; 0: the policy drives alone)")
+    p.add_argument("--dagger-beta", type=float, help="DAgger round r executes the expert's action with probability beta**r "
+                   f"(default {recipe_for(True, 'nac')['dagger_beta']:g}; {recipe_for(False, 'nac')['dagger_beta']:g} with --discrete; 0: the "
+                   "policy drives alone)")
     p.add_argument("--dagger-takeover", type=non_negative_float, default=QuickstartConfig.dagger_takeover, metavar="U",
                    help="the expert takes over a DAgger rollout while the car is more than U u/s over its target speed, has a wheel "
                         f"off the road or has stalled (see 'nacdrive dagger --help'; default {QuickstartConfig.dagger_takeover:g}, 0: never)")

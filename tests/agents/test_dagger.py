@@ -89,7 +89,7 @@ def test_the_takeover_gate_lets_the_expert_drive_while_the_car_is_too_fast_off_t
 def test_a_round_records_expert_labels_and_trains_on(tiny_demos, tmp_path):
     run = tmp_path / "run"
     train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
-    state = dagger(DaggerConfig(run=str(run), rounds=1, episodes=2, epochs=1, workers=1, max_steps=40), quiet=True)
+    state = dagger(DaggerConfig(run=str(run), rounds=1, episodes=2, epochs=1, workers=1, max_steps=40, beta=0.5), quiet=True)
     assert len(state["rounds"]) == 1 and state["rounds"][0]["trained"] and state["rounds"][0]["beta"] == 0.5
     assert 0.3 < state["rounds"][0]["expert_share"] < 0.7  # the share of steps the expert's action was executed
     demos = DemoSet(run / "dagger")

@@ -209,7 +209,7 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     """study.json stores every field of each variant's recipe: a default changed since (here: the
     stored shift is 1 where today's recipe gives 2) is refused by name, not mixed into new runs."""
     out, data = process_study
-    assert data["recipes"]["base"]["shift"] == 2 and data["recipes"]["base"]["dagger_beta"] == 0.5  # overrides and defaults, all stored
+    assert data["recipes"]["base"]["shift"] == 2 and data["recipes"]["base"]["dagger_beta"] == 0.3  # overrides and defaults, all stored
     moved = tmp_path / "moved"
     moved.mkdir()
     old = {**data, "recipes": {"base": {**data["recipes"]["base"], "shift": 1}}}
@@ -221,12 +221,13 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     assert grown["recipes"] == old["recipes"]
     # a study written before recipes were stored gets them from its overrides on the defaults of that
     # time (study.LEGACY_RECIPE), not today's: regular frame gaps for every head, where today's recipe
-    # gives each head its own (None); continued with those values passed, and refused by name without
+    # gives each head its own (None), and DAgger's beta 0.5 where today's is 0.3; continued with those values passed, and refused by name without
     older = {k: v for k, v in data.items() if k != "recipes"}
     (moved / "study.json").write_text(json.dumps(older))
-    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with stride_jitter=1 \(asked: None\), regular_share=0.0 \(asked: None\)"):
+    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with dagger_beta=0.5 \(asked: 0.3\), stride_jitter=1 \(asked: None\), "
+                       r"regular_share=0.0 \(asked: None\)"):
         run_study(tiny(moved, workers=2), quiet=True)
-    regular = {**TINY, "stride_jitter": 1, "regular_share": 0.0}
+    regular = {**TINY, "stride_jitter": 1, "regular_share": 0.0, "dagger_beta": 0.5}
     assert run_study(tiny(moved, workers=2, variants={"base": regular}), quiet=True)["recipes"] == {"base": {**data["recipes"]["base"], **regular}}
     (moved / "study.json").write_text(json.dumps(older))
     monkeypatch.setitem(study.LEGACY_RECIPE, "lr", 3e-4)

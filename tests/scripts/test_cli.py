@@ -104,7 +104,7 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
     assert "lstm: " in r.stdout and "best validation loss" in r.stdout
     r = _run("dagger", "--run", str(run), "--episodes", "1", "--epochs", "1", "--workers", "1", "--max-steps", "30", "--quiet")
     assert r.returncode == 0, r.stderr
-    assert "round 1: beta 0.50" in r.stdout
+    assert "round 1: beta 0.30" in r.stdout
     lb = tmp_path / "lb.json"
     r = _run("evaluate", str(run), "--episodes", "1", "--seed-start", "700", "--workers", "1", "--max-steps", "30", "--json", str(lb))
     assert r.returncode == 0, r.stderr
@@ -199,6 +199,9 @@ def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     assert QuickstartConfig(continuous=False, discrete_target="rates", rate_window=2).train_config("d", "r").net == {"rate_window": 2}
     assert QuickstartConfig(continuous=False, discrete_target="actions").train_config("d", "r").net == {}
     assert QuickstartConfig(continuous=True, discrete_target="wheel").train_config("d", "r").net == {}  # discrete only
+    # DAgger's beta: the continuous recipe's 0.3 (DaggerConfig's), 0.5 for the discrete wheel recipe, and what the user says
+    assert QuickstartConfig().dagger_config("r").beta == 0.3 and QuickstartConfig(continuous=False).dagger_config("r").beta == 0.5
+    assert QuickstartConfig(continuous=False, dagger_beta=0.2).dagger_config("r").beta == 0.2
     with pytest.raises(ConfigError, match="discrete_target must be one of wheel, rates, actions"):
         QuickstartConfig(continuous=False, discrete_target="pulses")
 
