@@ -163,15 +163,23 @@ class _MaskedLinear(nn.Linear):
         self._cache: tuple[tuple[int, ...], Tensor] | None = None
 
     def masked_weight(self) -> Tensor:
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() or self.training:
             return self.weight * self.mask
-        # Without autograd (closed loop), reuse the product until the weight or mask changes
-        # (in-place updates bump _version; moving devices changes data_ptr): a step streams one
-        # input row, so the 155k-element product would otherwise cost more than the matmul.
+        # In eval mode without autograd (closed loop), reuse the product until the weight or mask
+        # changes: a step streams one input row, so the 155k-element product would otherwise cost
+        # more than the matmul. In-place updates bump _version (a load, an EMA copy) and moving
+        # devices changes data_ptr, but torch's fused Adam updates the weight without bumping
+        # _version, so the cache is also dropped whenever the mode changes (train()/eval(): the
+        # training loop leaves train mode for every validation); without that, validation and
+        # closed-loop checkpoint choice ran on the first validation's product for good.
         key = (self.weight._version, self.weight.data_ptr(), self.mask._version, self.mask.data_ptr())
         if self._cache is None or self._cache[0] != key:
             self._cache = (key, self.weight * self.mask)
         return self._cache[1]
+
+    def train(self, mode: bool = True) -> "_MaskedLinear":
+        self._cache = None
+        return super().train(mode)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x, self.masked_weight(), self.bias)

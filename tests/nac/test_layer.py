@@ -234,6 +234,27 @@ def test_inference_reuses_the_masked_weight_until_the_weight_changes():
     assert torch.allclose(after, layer(x))  # with autograd: the product is made afresh
 
 
+def test_validation_after_a_fused_adam_step_sees_the_new_weights():
+    """torch's fused Adam updates a weight in place without bumping its version counter: the
+    cached product must not outlive the switch back to training mode (a stale one made every
+    validation after the first run on the first validation's sensory weights)."""
+    torch.manual_seed(0)
+    layer = NAC(d_model=16, num_heads=4, input_dim=12)
+    opt = torch.optim.Adam(layer.parameters(), lr=0.1, fused=True)
+    x = torch.randn(2, 5, 12)
+    for _ in range(2):  # as the training loop: a step in train mode, then a validation in eval mode
+        layer.train()
+        opt.zero_grad()
+        layer(x).pow(2).sum().backward()
+        version = layer.q_proj.weight._version
+        opt.step()
+        assert layer.q_proj.weight._version == version  # why the version alone cannot tell
+        layer.eval()
+        with torch.no_grad():
+            cached = layer(x)
+        assert torch.allclose(cached, layer(x))  # autograd on: made afresh from today's weights
+
+
 # ---------------------------------------------------------------------- the paper's properties, pinned
 def _trained_like(layer: NAC, seed: int = 1) -> NAC:
     """Spread the gate heads' weights so that phi and omega_tau vary as in a trained layer."""
