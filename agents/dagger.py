@@ -33,6 +33,7 @@ from agents.env import EPISODE_STEPS, OffRoadLimit, make_env, wheels_off_road
 from agents.experts import check_expert, make_expert
 from agents.policy import DrivingPolicy
 from agents.executor import ExecutorConfig
+from agents import perturb as perturbations
 from agents.rollout import parallel_map, run_episode
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
@@ -66,6 +67,9 @@ class DaggerConfig:
     takeover: float = 0.0  # > 0: the expert also drives while the car is this many u/s over the expert's target speed or
     # has a wheel off the road or has stalled (and TAKEOVER_HOLD steps after); 0: no gate (the track expert alone knows a target speed;
     # with another expert only the wheels gate)
+    perturb: str | None = None  # a perturbation (as `evaluate --perturb` takes it, e.g. "jitter=3") the policy drives under in the
+    # rollouts on odd seeds, half of each round's: they reach the states a policy with late or missing frames drives into, and the
+    # expert labels every frame of them as of any other rollout (the training windows' gaps are the run's own, agents.bc.frame_gaps)
 
     def __post_init__(self) -> None:
         check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
@@ -77,6 +81,8 @@ class DaggerConfig:
         need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
         need(self.off_road_steps >= 0, f"off-road steps must be >= 0 (got {self.off_road_steps})")
         need(self.takeover >= 0, f"takeover must be >= 0 u/s (got {self.takeover}; 0 turns the gate off)")
+        if self.perturb is not None:
+            perturbations.parse(self.perturb)  # a clear error naming what is allowed
 
 
 class MixedDriver:
@@ -123,11 +129,16 @@ class MixedDriver:
         return action
 
 
-def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, off_road_steps: int, takeover: float, seed: int) -> dict[str, Any]:
-    """One policy-driven, expert-labelled episode written into `out`; its manifest entry."""
+def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, off_road_steps: int, takeover: float, spec: str | None,
+            seed: int) -> dict[str, Any]:
+    """One policy-driven, expert-labelled episode written into `out`; its manifest entry. On an odd
+    seed the policy drives under the perturbation `spec` (None: never)."""
     torch.set_num_threads(1)
-    policy = DrivingPolicy.from_run(run, "best")
+    policy: Any = DrivingPolicy.from_run(run, "best")
     continuous = policy.continuous
+    spec = spec if seed % 2 else None
+    if spec is not None:
+        policy = perturbations.PerturbedPolicy(policy, perturbations.parse(spec), continuous, seed=seed)
     env = make_env(continuous, max_steps)
     if off_road_steps:
         env = OffRoadLimit(env, off_road_steps)
@@ -135,7 +146,8 @@ def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, o
         driver = MixedDriver(policy, make_expert(expert_name, env), beta, seed, takeover, env)
         rec = Recorder(label=lambda: driver.label, expert=driver.expert)
         result = run_episode(env, driver, seed, observer=rec)
-        return save_recording(out, rec.episode(seed, continuous), result, {"beta": beta, "expert_share": driver.expert_steps / max(result.length, 1)})
+        return save_recording(out, rec.episode(seed, continuous), result, {"beta": beta, "expert_share": driver.expert_steps / max(result.length, 1),
+                                                                                  "perturb": spec})
     finally:
         env.close()
 
@@ -168,7 +180,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         todo = [s for s in seeds if s not in set(demos.seeds())]
         if todo:
             parallel_map(
-                partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps, cfg.takeover),
+                partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps, cfg.takeover, cfg.perturb),
                 todo,
                 ExecutorConfig(cfg.workers, cfg.ray),
                 desc=f"DAgger round {r} rollouts (beta {beta:.2f})",

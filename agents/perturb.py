@@ -91,14 +91,17 @@ def transform_frame(frame: np.ndarray, p: Perturbation, rng: np.random.Generator
 
 class PerturbedPolicy:
     """Wraps a policy (select_action(frame, timestamp)); reset(seed) makes the perturbation's
-    random draws a function of (episode seed, perturbation)."""
+    random draws a function of (episode seed, perturbation); reset() without one keeps the last
+    seed (the constructor's at first), for drivers that reset what they wrap without a seed."""
 
-    def __init__(self, policy: Any, perturbation: Perturbation, continuous: bool) -> None:
-        self.policy, self.p, self.continuous = policy, perturbation, continuous
+    def __init__(self, policy: Any, perturbation: Perturbation, continuous: bool, seed: int = 0) -> None:
+        self.policy, self.p, self.continuous, self.seed = policy, perturbation, continuous, seed
         self.rng = np.random.default_rng(0)
         self.seen_times: list[float] = []  # the timestamps the policy was given (for tests)
 
-    def reset(self, seed: int = 0) -> None:
+    def reset(self, seed: int | None = None) -> None:
+        self.seed = self.seed if seed is None else seed
+        seed = self.seed
         self.rng = np.random.default_rng([seed, zlib.crc32(str(self.p).encode())])
         self.policy.reset()
         self.step = 0

@@ -64,6 +64,7 @@ class Recipe(ConfigDict):
     dagger_beta: float = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r
     dagger_off_road: int = DaggerConfig.off_road_steps  # > 0: a DAgger rollout ends once the car has been off the road this many steps in a row
     dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over a DAgger rollout while the car is this many u/s too fast or off the road (dagger --takeover)
+    dagger_perturb: str | None = DaggerConfig.perturb  # the policy drives half the DAgger rollouts under this perturbation (dagger --perturb)
     window: int = 8  # frames per window
     stride_jitter: int | None = None  # > 1: windows with irregular frame gaps 1..J (true timestamps kept) ...
     regular_share: float | None = None  # ... except this share of them; None: the recipe's for the head (agents.bc.frame_gaps)
@@ -105,13 +106,13 @@ class Recipe(ConfigDict):
         """This recipe's DAgger rounds after the behaviour cloning of one run (one rollout process)."""
         return DaggerConfig(run=run, expert=expert, rounds=self.dagger_rounds, episodes=self.dagger_episodes, beta=self.dagger_beta,
                             epochs=self.dagger_epochs, workers=1, max_steps=max_steps, off_road_steps=self.dagger_off_road,
-                            takeover=self.dagger_takeover, seed_start=FIRST_SEED + seed * 1000)  # each training seed has its own rollouts
+                            takeover=self.dagger_takeover, perturb=self.dagger_perturb, seed_start=FIRST_SEED + seed * 1000)  # each training seed has its own rollouts
 
 
 # Recipe's defaults until study.json stored each variant's whole recipe: what the runs of a study
 # written before then were trained by, whatever the defaults are now
 LEGACY_RECIPE: dict[str, Any] = {
-    "epochs": 4, "dagger_rounds": 2, "dagger_episodes": 10, "dagger_epochs": 2, "dagger_beta": 0.5, "dagger_off_road": 0, "window": 8,
+    "epochs": 4, "dagger_rounds": 2, "dagger_episodes": 10, "dagger_epochs": 2, "dagger_beta": 0.5, "dagger_off_road": 0, "dagger_perturb": None, "window": 8,
     "stride_jitter": 1, "regular_share": 0.0, "shift": 0, "select_episodes": 0, "lr": 1e-4, "ema": 0.0, "batch_size": 32, "loss": "mse",
     "balance": "auto", "val_fraction": 0.2, "noise": 0.0, "net": {},
 }

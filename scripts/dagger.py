@@ -38,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the expert also drives while the car is more than U u/s over the track expert's target speed, has a "
                         "wheel off the road or has stalled (and 10 steps after); with --beta 0 the policy drives until it errs and the rollouts "
                         f"record the expert's way out (SafeDAgger-style; default {DaggerConfig.takeover:g}: no takeover)")
+    p.add_argument("--perturb", metavar="KIND=LEVEL",
+                   help="the policy drives the rollouts on odd seeds (half of each round's) under this perturbation, as 'evaluate --perturb' "
+                        "takes it (e.g. jitter=3: frames arrive 1..3 steps apart); the expert labels every frame as in any rollout, so the "
+                        "data shows the way back from where late or missing frames lead the policy (default: none)")
     p.add_argument("--quiet", action="store_true", help="no training progress bars")
     p.set_defaults(func=run)
 
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = DaggerConfig(
         run=args.run, expert=args.expert, rounds=args.rounds, episodes=args.episodes, beta=args.beta,
         epochs=args.epochs, minutes=args.minutes, workers=args.workers, ray=args.ray, max_steps=args.max_steps,
-        off_road_steps=args.off_road_steps, takeover=args.takeover,
+        off_road_steps=args.off_road_steps, takeover=args.takeover, perturb=args.perturb,
     )
     state = dagger(cfg, quiet=args.quiet)
     for r in state["rounds"]:

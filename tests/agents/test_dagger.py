@@ -89,11 +89,12 @@ def test_the_takeover_gate_lets_the_expert_drive_while_the_car_is_too_fast_off_t
 def test_a_round_records_expert_labels_and_trains_on(tiny_demos, tmp_path):
     run = tmp_path / "run"
     train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
-    state = dagger(DaggerConfig(run=str(run), rounds=1, episodes=2, epochs=1, workers=1, max_steps=40, beta=0.5), quiet=True)
+    state = dagger(DaggerConfig(run=str(run), rounds=1, episodes=2, epochs=1, workers=1, max_steps=40, beta=0.5, perturb="jitter=3"), quiet=True)
     assert len(state["rounds"]) == 1 and state["rounds"][0]["trained"] and state["rounds"][0]["beta"] == 0.5
     assert 0.3 < state["rounds"][0]["expert_share"] < 0.7  # the share of steps the expert's action was executed
     demos = DemoSet(run / "dagger")
     assert demos.seeds() == [1_000_000, 1_000_001]
+    assert [e["perturb"] for e in demos.episodes] == [None, "jitter=3"]  # the policy drove the odd seed's rollout under it
     ep = demos.load()[0]
     assert len(ep) == 40 and set(np.unique(ep.actions)) <= set(range(5))
     cfg = json.loads((run / "config.json").read_text())
@@ -106,6 +107,40 @@ def test_a_round_records_expert_labels_and_trains_on(tiny_demos, tmp_path):
     assert len(again["rounds"]) == 1 and len(DemoSet(run / "dagger").seeds()) == 2
 
 
+class _Counting:
+    """A policy that takes timestamps, as DrivingPolicy does, and counts the frames it was given."""
+
+    def __init__(self):
+        self.times = []
+
+    def reset(self):
+        self.times = []
+
+    def select_action(self, frame, timestamp=None):
+        self.times.append(timestamp)
+        return 1
+
+
+def test_a_perturbed_rollout_policy_sees_fewer_frames_the_same_ones_each_episode_while_the_expert_labels_all():
+    from agents.perturb import PerturbedPolicy, parse
+
+    policy = _Counting()
+    mix = MixedDriver(PerturbedPolicy(policy, parse("jitter=3"), continuous=False, seed=7), _Fixed(3), beta=0.0, seed=0)
+    seen = []
+    for _ in range(2):
+        mix.reset()  # as run_episode resets its driver: without a seed, so the wrapper keeps the rollout's
+        executed = [mix.select_action(np.zeros((4, 4, 3), np.uint8)) for _ in range(300)]
+        seen.append(list(policy.times))
+        assert mix.label == 3 and mix.expert.seen == 300 and set(executed) == {1}
+    assert seen[0] == seen[1] and 100 < len(seen[0]) < 200  # frames 1..3 steps apart: about half of them, on the same steps
+    assert seen[0][:1] == [0.0] and all(0 < b - a <= 3 / 50 + 1e-9 for a, b in zip(seen[0], seen[0][1:]))
+    other = MixedDriver(PerturbedPolicy(_Counting(), parse("jitter=3"), continuous=False, seed=8), _Fixed(3), beta=0.0, seed=0)
+    other.reset()
+    for _ in range(300):
+        other.select_action(np.zeros((4, 4, 3), np.uint8))
+    assert other.policy.policy.times != seen[0]  # another rollout seed, other arrivals
+
+
 def test_dagger_needs_a_training_run(tmp_path):
     with pytest.raises(ConfigError, match="not a training run"):
         dagger(DaggerConfig(run=str(tmp_path)))
@@ -113,3 +148,5 @@ def test_dagger_needs_a_training_run(tmp_path):
         DaggerConfig(run="x", beta=1.5)
     with pytest.raises(ConfigError, match="off-road steps must be >= 0"):
         DaggerConfig(run="x", off_road_steps=-1)
+    with pytest.raises(ConfigError, match="unknown perturbation 'shake'"):
+        DaggerConfig(run="x", perturb="shake=2")
