@@ -212,6 +212,9 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         metrics = train(tc, resume=True, quiet=quiet, restart_best=first_time)
         state["rounds"][r - 1].update(trained=True, rollout_mean_return=float(np.mean(returns)), best=metrics.get("best"),
                                       expert_share=float(np.mean([e.get("expert_share", math.nan) for e in done])))
+        perturbed = [e["return"] for e in done if e.get("perturb")]
+        if perturbed:  # the rollouts driven under the perturbation, apart
+            state["rounds"][r - 1]["perturbed_mean_return"] = float(np.mean(perturbed))
         write_json(state_path, state)
         saved = json.loads(config_path.read_text())
     return state

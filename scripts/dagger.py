@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     for r in state["rounds"]:
         best = r.get("best") or {}
         print(
-            f"round {r['round']}: beta {r['beta']:.2f}, rollouts mean return {r.get('rollout_mean_return', float('nan')):.1f}, "
+            f"round {r['round']}: beta {r['beta']:.2f}, rollouts mean return {r.get('rollout_mean_return', float('nan')):.1f}"
+            + (f" (under {args.perturb}: {r['perturbed_mean_return']:.1f})" if "perturbed_mean_return" in r else "") + ", "
             f"expert's action on {r.get('expert_share', float('nan')):.0%} of steps, "
             f"validation loss {best.get('val_loss', float('nan')):.4f}, accuracy {best.get('val_accuracy', float('nan')):.1%}"
         )

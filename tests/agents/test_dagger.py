@@ -95,6 +95,7 @@ def test_a_round_records_expert_labels_and_trains_on(tiny_demos, tmp_path):
     demos = DemoSet(run / "dagger")
     assert demos.seeds() == [1_000_000, 1_000_001]
     assert [e["perturb"] for e in demos.episodes] == [None, "jitter=3"]  # the policy drove the odd seed's rollout under it
+    assert state["rounds"][0]["perturbed_mean_return"] == demos.episodes[1]["return"]
     ep = demos.load()[0]
     assert len(ep) == 40 and set(np.unique(ep.actions)) <= set(range(5))
     cfg = json.loads((run / "config.json").read_text())
