@@ -67,9 +67,12 @@ class DaggerConfig:
     takeover: float = 0.0  # > 0: the expert also drives while the car is this many u/s over the expert's target speed or
     # has a wheel off the road or has stalled (and TAKEOVER_HOLD steps after); 0: no gate (the track expert alone knows a target speed;
     # with another expert only the wheels gate)
-    perturb: str | None = None  # a perturbation (as `evaluate --perturb` takes it, e.g. "jitter=3") the policy drives under in the
-    # rollouts on odd seeds, half of each round's: they reach the states a policy with late or missing frames drives into, and the
-    # expert labels every frame of them as of any other rollout (the training windows' gaps are the run's own, agents.bc.frame_gaps)
+    perturb: str = "auto"  # the rollouts on odd seeds (half of each round's) drive the policy under this perturbation (as `evaluate
+    # --perturb` takes it, e.g. "jitter=3"; "none": never); the expert labels every frame as in any rollout, so the data holds the
+    # states a policy with late or missing frames drives into and the way back. "auto": the run's own irregular frame gaps, jitter=J
+    # for a run whose windows have gaps of 1..J (NAC and CfC on the gap mix, agents.bc.frame_gaps), none for regular windows
+    # (rollout_perturbation). With it NAC at beta 0.3 held 855 / 862 at drop 0.4 / jitter 3 (without: 764 / 731), clean unchanged
+    # (docs/results.md, 'Perturbed DAgger rollouts')
 
     def __post_init__(self) -> None:
         check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
@@ -81,8 +84,11 @@ class DaggerConfig:
         need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
         need(self.off_road_steps >= 0, f"off-road steps must be >= 0 (got {self.off_road_steps})")
         need(self.takeover >= 0, f"takeover must be >= 0 u/s (got {self.takeover}; 0 turns the gate off)")
-        if self.perturb is not None:
-            perturbations.parse(self.perturb)  # a clear error naming what is allowed
+        if self.perturb not in ("auto", perturbations.CLEAN):
+            try:
+                perturbations.parse(self.perturb)
+            except ConfigError as e:
+                raise ConfigError(f"{e}; or auto (the run's own frame gaps)") from None
 
 
 class MixedDriver:
@@ -129,6 +135,14 @@ class MixedDriver:
         return action
 
 
+def rollout_perturbation(perturb: str, stride_jitter: int) -> str | None:
+    """The perturbation a run's perturbed rollouts drive under (None: none), for DaggerConfig.perturb
+    and the run's training windows' largest frame gap."""
+    if perturb == "auto":
+        return f"jitter={stride_jitter}" if stride_jitter > 1 else None
+    return None if perturb == perturbations.CLEAN else perturb
+
+
 def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, off_road_steps: int, takeover: float, spec: str | None,
             seed: int) -> dict[str, Any]:
     """One policy-driven, expert-labelled episode written into `out`; its manifest entry. On an odd
@@ -171,16 +185,17 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     demos = DemoSet(data_dir)
     demos.recover()
     rounds_done = len([r for r in state["rounds"] if r.get("trained")])
+    spec = rollout_perturbation(cfg.perturb, TrainConfig.from_dict(saved["train"]).stride_jitter or 1)
     for r in range(rounds_done + 1, cfg.rounds + 1):
         beta = cfg.beta**r
         seeds = [cfg.seed_start + (r - 1) * cfg.episodes + i for i in range(cfg.episodes)]
         if len(state["rounds"]) < r:
-            state["rounds"].append({"round": r, "beta": beta, "seeds": seeds, "trained": False})
+            state["rounds"].append({"round": r, "beta": beta, "seeds": seeds, "perturb": spec, "trained": False})
             write_json(state_path, state)
         todo = [s for s in seeds if s not in set(demos.seeds())]
         if todo:
             parallel_map(
-                partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps, cfg.takeover, cfg.perturb),
+                partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps, cfg.takeover, spec),
                 todo,
                 ExecutorConfig(cfg.workers, cfg.ray),
                 desc=f"DAgger round {r} rollouts (beta {beta:.2f})",

@@ -70,6 +70,7 @@ class QuickstartConfig:
     dagger_minutes: float | None = None  # stop it after this many minutes (None: no cap)
     dagger_beta: float | None = None  # round r executes the expert's action with probability beta ** r
     dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over while the car is this many u/s too fast or off the road
+    dagger_perturb: str = DaggerConfig.perturb  # the policy drives half the rollouts under it (auto: the run's frame gaps; dagger --perturb)
     eval_episodes: int = 10  # held-out seeds from eval_seed_start
     eval_seed_start: int = 10000
     workers: int = 0  # processes for driving; 0 = up to 2
@@ -104,7 +105,7 @@ class QuickstartConfig:
         return DaggerConfig(
             run=run, rounds=self.dagger_rounds, episodes=self.dagger_episodes, epochs=self.dagger_epochs, minutes=self.dagger_minutes,
             workers=self.workers, max_steps=self.max_steps, seed_start=FIRST_SEED + 1000 * self.seed, beta=self.dagger_beta,
-            takeover=self.dagger_takeover,
+            takeover=self.dagger_takeover, perturb=self.dagger_perturb,
         )
 
     def train_config(self, data: str, run: str) -> TrainConfig:

@@ -64,7 +64,7 @@ class Recipe(ConfigDict):
     dagger_beta: float = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r
     dagger_off_road: int = DaggerConfig.off_road_steps  # > 0: a DAgger rollout ends once the car has been off the road this many steps in a row
     dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over a DAgger rollout while the car is this many u/s too fast or off the road (dagger --takeover)
-    dagger_perturb: str | None = DaggerConfig.perturb  # the policy drives half the DAgger rollouts under this perturbation (dagger --perturb)
+    dagger_perturb: str = DaggerConfig.perturb  # the policy drives half the DAgger rollouts under this perturbation (dagger --perturb; auto: the run's frame gaps)
     window: int = 8  # frames per window
     stride_jitter: int | None = None  # > 1: windows with irregular frame gaps 1..J (true timestamps kept) ...
     regular_share: float | None = None  # ... except this share of them; None: the recipe's for the head (agents.bc.frame_gaps)
@@ -112,10 +112,15 @@ class Recipe(ConfigDict):
 # Recipe's defaults until study.json stored each variant's whole recipe: what the runs of a study
 # written before then were trained by, whatever the defaults are now
 LEGACY_RECIPE: dict[str, Any] = {
-    "epochs": 4, "dagger_rounds": 2, "dagger_episodes": 10, "dagger_epochs": 2, "dagger_beta": 0.5, "dagger_off_road": 0, "dagger_perturb": None, "window": 8,
+    "epochs": 4, "dagger_rounds": 2, "dagger_episodes": 10, "dagger_epochs": 2, "dagger_beta": 0.5, "dagger_off_road": 0, "dagger_perturb": "none", "window": 8,
     "stride_jitter": 1, "regular_share": 0.0, "shift": 0, "select_episodes": 0, "lr": 1e-4, "ema": 0.0, "batch_size": 32, "loss": "mse",
     "balance": "auto", "val_fraction": 0.2, "noise": 0.0, "net": {},
 }
+
+
+# Recipe fields added after studies began storing whole recipes, with the value that means what a stored recipe
+# without them was trained by (a field whose default is not the old behaviour must be named here)
+ADDED_FIELDS: dict[str, Any] = {"dagger_perturb": "none"}
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
@@ -302,6 +307,7 @@ class StudyFile:
             need(self.data.get("format") == FORMAT, f"{self.path} is not a study file ({FORMAT})")
             # a study from before "recipes" was stored: its variants' overrides on the defaults of that time
             self.data.setdefault("recipes", {v: Recipe.from_dict({**LEGACY_RECIPE, **o}).to_dict() for v, o in self.data["config"]["variants"].items()})
+            self.data["recipes"] = {v: {**ADDED_FIELDS, **r} for v, r in self.data["recipes"].items()}
             self._check_compatible(cfg)
             self.data["config"] = _merged_config(self.data["config"], asdict(cfg))
         else:

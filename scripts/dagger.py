@@ -38,10 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the expert also drives while the car is more than U u/s over the track expert's target speed, has a "
                         "wheel off the road or has stalled (and 10 steps after); with --beta 0 the policy drives until it errs and the rollouts "
                         f"record the expert's way out (SafeDAgger-style; default {DaggerConfig.takeover:g}: no takeover)")
-    p.add_argument("--perturb", metavar="KIND=LEVEL",
+    p.add_argument("--perturb", default=DaggerConfig.perturb, metavar="KIND=LEVEL",
                    help="the policy drives the rollouts on odd seeds (half of each round's) under this perturbation, as 'evaluate --perturb' "
                         "takes it (e.g. jitter=3: frames arrive 1..3 steps apart); the expert labels every frame as in any rollout, so the "
-                        "data shows the way back from where late or missing frames lead the policy (default: none)")
+                        "data shows the way back from where late or missing frames lead the policy. 'none': never; 'auto' (default): the "
+                        "run's own frame gaps, jitter=J for a run trained on gaps of 1..J (NAC and CfC on the gap mix), none for regular windows")
     p.add_argument("--quiet", action="store_true", help="no training progress bars")
     p.set_defaults(func=run)
 
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         best = r.get("best") or {}
         print(
             f"round {r['round']}: beta {r['beta']:.2f}, rollouts mean return {r.get('rollout_mean_return', float('nan')):.1f}"
-            + (f" (under {args.perturb}: {r['perturbed_mean_return']:.1f})" if "perturbed_mean_return" in r else "") + ", "
+            + (f" (under {r['perturb']}: {r['perturbed_mean_return']:.1f})" if "perturbed_mean_return" in r else "") + ", "
             f"expert's action on {r.get('expert_share', float('nan')):.0%} of steps, "
             f"validation loss {best.get('val_loss', float('nan')):.4f}, accuracy {best.get('val_accuracy', float('nan')):.1%}"
         )

@@ -44,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dagger-takeover", type=non_negative_float, default=QuickstartConfig.dagger_takeover, metavar="U",
                    help="the expert takes over a DAgger rollout while the car is more than U u/s over its target speed, has a wheel "
                         f"off the road or has stalled (see 'nacdrive dagger --help'; default {QuickstartConfig.dagger_takeover:g}, 0: never)")
+    p.add_argument("--dagger-perturb", default=QuickstartConfig.dagger_perturb, metavar="KIND=LEVEL",
+                   help="the policy drives half the DAgger rollouts under this perturbation (see 'nacdrive dagger --help'; default "
+                        f"{QuickstartConfig.dagger_perturb}: the run's own frame gaps, jitter=3 for NAC's gap mix; none: never)")
     p.add_argument("--dagger-minutes", type=positive_float, help="stop each round's training after this many minutes (default: no cap)")
     p.add_argument("--eval-episodes", type=positive_int, default=10, help="held-out evaluation episodes (default 10)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="processes for driving (default: up to 2)")
@@ -65,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = QuickstartConfig(
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
         train_epochs=args.train_epochs, lr=args.lr, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds, dagger_episodes=args.dagger_episodes,
-        dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover,
+        dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover, dagger_perturb=args.dagger_perturb,
         eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
         **{k: v for k, v in (("discrete_target", args.discrete_target), ("rate_window", args.rate_window)) if v is not None},  # None: the default
     )

@@ -7,7 +7,7 @@ import pytest
 
 from agents.tasks import train
 from agents.training import TrainConfig
-from agents.dagger import DaggerConfig, MixedDriver, dagger
+from agents.dagger import DaggerConfig, MixedDriver, dagger, rollout_perturbation
 from datasets.demos import DemoSet
 from nac import ConfigError
 
@@ -95,7 +95,7 @@ def test_a_round_records_expert_labels_and_trains_on(tiny_demos, tmp_path):
     demos = DemoSet(run / "dagger")
     assert demos.seeds() == [1_000_000, 1_000_001]
     assert [e["perturb"] for e in demos.episodes] == [None, "jitter=3"]  # the policy drove the odd seed's rollout under it
-    assert state["rounds"][0]["perturbed_mean_return"] == demos.episodes[1]["return"]
+    assert state["rounds"][0]["perturbed_mean_return"] == demos.episodes[1]["return"] and state["rounds"][0]["perturb"] == "jitter=3"
     ep = demos.load()[0]
     assert len(ep) == 40 and set(np.unique(ep.actions)) <= set(range(5))
     cfg = json.loads((run / "config.json").read_text())
@@ -142,6 +142,14 @@ def test_a_perturbed_rollout_policy_sees_fewer_frames_the_same_ones_each_episode
     assert other.policy.policy.times != seen[0]  # another rollout seed, other arrivals
 
 
+def test_auto_perturbs_the_rollouts_as_the_run_s_windows_gap_its_frames():
+    assert rollout_perturbation("auto", stride_jitter=3) == "jitter=3"  # NAC or CfC on the gap mix of 1..3 steps
+    assert rollout_perturbation("auto", stride_jitter=1) is None  # regular windows: clean rollouts
+    assert rollout_perturbation("none", stride_jitter=3) is None
+    assert rollout_perturbation("drop=0.2", stride_jitter=1) == "drop=0.2"
+    assert DaggerConfig(run="x").perturb == "auto"
+
+
 def test_dagger_needs_a_training_run(tmp_path):
     with pytest.raises(ConfigError, match="not a training run"):
         dagger(DaggerConfig(run=str(tmp_path)))
@@ -149,5 +157,5 @@ def test_dagger_needs_a_training_run(tmp_path):
         DaggerConfig(run="x", beta=1.5)
     with pytest.raises(ConfigError, match="off-road steps must be >= 0"):
         DaggerConfig(run="x", off_road_steps=-1)
-    with pytest.raises(ConfigError, match="unknown perturbation 'shake'"):
+    with pytest.raises(ConfigError, match="unknown perturbation 'shake'.*; or auto"):
         DaggerConfig(run="x", perturb="shake=2")

@@ -219,15 +219,21 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     grown = run_study(tiny(moved, workers=1, heads=["gru"], seeds=1, variants={"base": {**TINY, "shift": 1}}), quiet=True)
     assert json.loads((moved / "runs/base/gru/seed0/config.json").read_text())["train"]["shift"] == 1
     assert grown["recipes"] == old["recipes"]
+    # a recipe stored before a field was added reads the value that means what it was trained with (study.ADDED_FIELDS):
+    # DAgger rollouts without perturbation, where today's default is the run's own frame gaps
+    before = {**data, "recipes": {"base": {k: v for k, v in data["recipes"]["base"].items() if k != "dagger_perturb"}}}
+    (moved / "study.json").write_text(json.dumps(before))
+    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with dagger_perturb='none' \(asked: 'auto'\): pass those values"):
+        run_study(tiny(moved, workers=2), quiet=True)
     # a study written before recipes were stored gets them from its overrides on the defaults of that
     # time (study.LEGACY_RECIPE), not today's: regular frame gaps for every head, where today's recipe
     # gives each head its own (None), and DAgger's beta 0.5 where today's is 0.3; continued with those values passed, and refused by name without
     older = {k: v for k, v in data.items() if k != "recipes"}
     (moved / "study.json").write_text(json.dumps(older))
-    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with dagger_beta=0.5 \(asked: 0.3\), stride_jitter=1 \(asked: None\), "
-                       r"regular_share=0.0 \(asked: None\)"):
+    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with dagger_beta=0.5 \(asked: 0.3\), dagger_perturb='none' \(asked: 'auto'\), "
+                       r"stride_jitter=1 \(asked: None\), regular_share=0.0 \(asked: None\)"):
         run_study(tiny(moved, workers=2), quiet=True)
-    regular = {**TINY, "stride_jitter": 1, "regular_share": 0.0, "dagger_beta": 0.5}
+    regular = {**TINY, "stride_jitter": 1, "regular_share": 0.0, "dagger_beta": 0.5, "dagger_perturb": "none"}
     assert run_study(tiny(moved, workers=2, variants={"base": regular}), quiet=True)["recipes"] == {"base": {**data["recipes"]["base"], **regular}}
     (moved / "study.json").write_text(json.dumps(older))
     monkeypatch.setitem(study.LEGACY_RECIPE, "lr", 3e-4)

@@ -131,6 +131,8 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["quickstart", "--discrete", "--discrete-target", "pulses"], "invalid choice: 'pulses'"),
         (["quickstart", "--dagger-beta", "1.5"], "the DAgger rounds' beta must be in [0, 1) (got 1.5)"),
         (["quickstart", "--dagger-takeover", "-1"], "expected a number >= 0, got '-1'"),
+        (["quickstart", "--dagger-perturb", "shake=1"], "the DAgger rounds' unknown perturbation 'shake'"),
+        (["dagger", "--run", ".", "--perturb", "jitter=0.5"], "perturbation jitter: level 0.5 is out of range (a whole number >= 1); or auto"),
         (["study"], "give --out DIR"),
         (["study", "--out", "/tmp/x", "--variant", "x:foo=1"], "unknown recipe field 'foo'"),
         (["study", "--report", "/nonexistent"], "/nonexistent not found"),
@@ -202,6 +204,8 @@ def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     # DAgger's beta: the continuous recipe's 0.3 (DaggerConfig's), 0.5 for the discrete wheel recipe, and what the user says
     assert QuickstartConfig().dagger_config("r").beta == 0.3 and QuickstartConfig(continuous=False).dagger_config("r").beta == 0.5
     assert QuickstartConfig(continuous=False, dagger_beta=0.2).dagger_config("r").beta == 0.2
+    # DAgger's perturbed rollouts: the run's own frame gaps unless the user says
+    assert QuickstartConfig().dagger_config("r").perturb == "auto" and QuickstartConfig(dagger_perturb="none").dagger_config("r").perturb == "none"
     with pytest.raises(ConfigError, match="discrete_target must be one of wheel, rates, actions"):
         QuickstartConfig(continuous=False, discrete_target="pulses")
 
