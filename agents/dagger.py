@@ -143,6 +143,12 @@ def rollout_perturbation(perturb: str, stride_jitter: int) -> str | None:
     return None if perturb == perturbations.CLEAN else perturb
 
 
+def rollout_returns(r: dict[str, Any]) -> str:
+    """A round's rollout mean return, with the perturbed rollouts' apart: "911.5 (under jitter=3: 903.0)"."""
+    text = f"{r.get('rollout_mean_return', math.nan):.1f}"
+    return text + (f" (under {r['perturb']}: {r['perturbed_mean_return']:.1f})" if "perturbed_mean_return" in r else "")
+
+
 def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, off_road_steps: int, takeover: float, spec: str | None,
             seed: int) -> dict[str, Any]:
     """One policy-driven, expert-labelled episode written into `out`; its manifest entry. On an odd

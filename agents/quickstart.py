@@ -19,7 +19,7 @@ from agents.bc import frame_gaps
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.collect import CollectConfig, collect
-from agents.dagger import FIRST_SEED, DaggerConfig, dagger
+from agents.dagger import FIRST_SEED, DaggerConfig, dagger, rollout_returns
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from agents.video import RecordConfig, record_video
 from datasets.demos import DemoSet
@@ -210,7 +210,7 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         f"- behaviour cloning: {_count(cfg.train_epochs, 'epoch')}, then {cfg.dagger_epochs} after each DAgger round, Adam {cfg.lr:g}: {metrics['epochs']} epochs "
         f"in all, {metrics['train_seconds'] / 60:.1f} min of training; {len(dag['rounds'])} DAgger "
         f"rounds of {cfg.dagger_episodes} rollouts (mean return while collecting: "
-        + ", ".join(f"{r.get('rollout_mean_return', float('nan')):.1f}" for r in dag["rounds"]) + ")",
+        + ", ".join(rollout_returns(r) for r in dag["rounds"]) + ")",
         f"- offline, held-out episodes: validation loss {best.get('val_loss', float('nan')):.4f}, "
         f"action-class accuracy {best.get('val_accuracy', float('nan')):.1%}"
         + (f", steering MAE {best['val_steer_mae']:.3f}" if "val_steer_mae" in best else ""),

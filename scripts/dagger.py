@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.dagger import dagger
+    from agents.dagger import dagger, rollout_returns
 
     cfg = DaggerConfig(
         run=args.run, expert=args.expert, rounds=args.rounds, episodes=args.episodes, beta=args.beta,
@@ -59,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
     for r in state["rounds"]:
         best = r.get("best") or {}
         print(
-            f"round {r['round']}: beta {r['beta']:.2f}, rollouts mean return {r.get('rollout_mean_return', float('nan')):.1f}"
-            + (f" (under {r['perturb']}: {r['perturbed_mean_return']:.1f})" if "perturbed_mean_return" in r else "") + ", "
+            f"round {r['round']}: beta {r['beta']:.2f}, rollouts mean return {rollout_returns(r)}, "
             f"expert's action on {r.get('expert_share', float('nan')):.0%} of steps, "
             f"validation loss {best.get('val_loss', float('nan')):.4f}, accuracy {best.get('val_accuracy', float('nan')):.1%}"
         )

@@ -7,7 +7,7 @@ import pytest
 
 from agents.tasks import train
 from agents.training import TrainConfig
-from agents.dagger import DaggerConfig, MixedDriver, dagger, rollout_perturbation
+from agents.dagger import DaggerConfig, MixedDriver, dagger, rollout_perturbation, rollout_returns
 from datasets.demos import DemoSet
 from nac import ConfigError
 
@@ -96,6 +96,9 @@ def test_a_round_records_expert_labels_and_trains_on(tiny_demos, tmp_path):
     assert demos.seeds() == [1_000_000, 1_000_001]
     assert [e["perturb"] for e in demos.episodes] == [None, "jitter=3"]  # the policy drove the odd seed's rollout under it
     assert state["rounds"][0]["perturbed_mean_return"] == demos.episodes[1]["return"] and state["rounds"][0]["perturb"] == "jitter=3"
+    r = state["rounds"][0]
+    assert rollout_returns(r) == f"{r['rollout_mean_return']:.1f} (under jitter=3: {demos.episodes[1]['return']:.1f})"  # the reports' line
+    assert rollout_returns({"rollout_mean_return": 900.04}) == "900.0"  # no perturbed rollouts: the mean alone
     ep = demos.load()[0]
     assert len(ep) == 40 and set(np.unique(ep.actions)) <= set(range(5))
     cfg = json.loads((run / "config.json").read_text())
