@@ -338,17 +338,18 @@ def test_the_report_states_levels_and_improvement_from_a_hand_made_study(tmp_pat
                 for s in range(100, 104):
                     episodes.append({"run": f"base/{head}/seed{seed}", "variant": "base", "head": head, "seed": seed, "level": level,
                                      "episode_seed": s, "return": 900.0 + offset - drop + rng.normal(0, 5), "lap_finished": offset == 0})
-    runs = {e["run"]: {"done": True, "val_accuracy": 0.88} for e in episodes}
-    config = {"heads": ["nac", "lstm"], "seeds": 2, "first_seed": 0, "variants": {"base": {}}, "demos": 3, "continuous": True,
+    runs = {e["run"]: {"done": True, "val_accuracy": 0.88, "seed": e["seed"]} for e in episodes}
+    # stored as the last invocation left it (--first-seed 1 --seeds 1): the report names the runs' seeds
+    config = {"heads": ["nac", "lstm"], "seeds": 1, "first_seed": 1, "variants": {"base": {}}, "demos": 3, "continuous": True,
               "expert": "track", "episodes": 4, "seed_start": 100, "levels": ["none", "drop=0.4"]}
-    (tmp_path / "study.json").write_text(json.dumps({"format": "nacdrive-study/1", "config": config, "runs": runs, "episodes": episodes}))
+    (tmp_path / "study.json").write_text(json.dumps({"format": "nacdrive-study/1", "config": config, "runs": runs, "episodes": episodes, "asked": list(runs)}))
     r = build(tmp_path, reps=100)
     assert set(r["levels"]) == {"none", "drop=0.4"}
     clean, dropped = r["levels"]["none"]["aggregates"], r["levels"]["drop=0.4"]["aggregates"]
     assert clean["nac"]["iqm"] == pytest.approx(900, abs=5) and dropped["nac"]["iqm"] == pytest.approx(700, abs=5)
     assert r["levels"]["none"]["improvement"]["nac > lstm"]["p"] == pytest.approx(1.0)
     text = (tmp_path / "report" / "report.md").read_text()
-    assert "## Perturbation drop=0.4" in text and "88.0%" in text
+    assert "## Perturbation drop=0.4" in text and "88.0%" in text and "training seeds 0..1;" in text
     assert "| 100 | 0 | 2 |" in text  # where the laps were lost: lstm's two runs on every track, nac's none
     assert (tmp_path / "report" / "levels.png").stat().st_size > 1000 and (tmp_path / "report" / "profiles.png").is_file()
 
