@@ -20,6 +20,7 @@ import numpy as np
 
 from agents.perturb import CLEAN, level_panel
 from agents.rollout import lost_to_skip
+from datasets.demos import seed_ranges
 from nac.checkpoint import write_json
 from nac.config import ConfigError
 
@@ -272,17 +273,12 @@ def _fmt_ci(v: float, ci: list[float] | None) -> str:
 LOST_ROWS = 12  # tracks shown in the report's "where the laps were lost" table
 
 
-def _seed_ranges(study: dict[str, Any]) -> str:
+def _training_seeds(study: dict[str, Any]) -> str:
     """The training seeds of the study's runs, as "0..3" or "0..2, 5": a study grown by several
     invocations (--first-seed S --seeds N) holds more than its stored config's range."""
     cfg = study["config"]
-    seeds = sorted({int(r["seed"]) for r in study["runs"].values() if "seed" in r}) or list(range(cfg["first_seed"], cfg["first_seed"] + cfg["seeds"]))
-    parts, start = [], seeds[0]
-    for prev, cur in zip(seeds, [*seeds[1:], None]):
-        if cur is None or cur != prev + 1:
-            parts.append(str(start) if start == prev else f"{start}..{prev}")
-            start = cur
-    return ", ".join(parts)
+    seeds = {int(r["seed"]) for r in study["runs"].values() if "seed" in r} or set(range(cfg["first_seed"], cfg["first_seed"] + cfg["seeds"]))
+    return seed_ranges(sorted(seeds), sep="..")
 
 
 def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str]) -> str:
@@ -292,7 +288,7 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
     lines = [
         "# Study report",
         "",
-        f"Heads {', '.join(cfg['heads'])}; training seeds {_seed_ranges(study)}; "
+        f"Heads {', '.join(cfg['heads'])}; training seeds {_training_seeds(study)}; "
         f"variants {', '.join(f'{k} {v or {}}' for k, v in cfg['variants'].items())}; {cfg['demos']} {cfg['expert']}-expert demonstrations "
         f"({'continuous' if cfg['continuous'] else 'discrete'} actions); {cfg['episodes']} held-out episodes per run on seeds "
         f"{cfg['seed_start']}..{cfg['seed_start'] + cfg['episodes'] - 1}"

@@ -248,7 +248,7 @@ class DemoSet:
             "expert": self.manifest.get("expert", {}).get("name"),
             "episodes": len(eps),
             "frames": int(sum(e["length"] for e in eps)),
-            "seeds": _ranges(self.seeds()),
+            "seeds": seed_ranges(self.seeds()),
             "disk_bytes": size,
         }
         if len(eps):
@@ -278,14 +278,14 @@ def read_actions(path: Path) -> np.ndarray:
         return z["actions"]
 
 
-def _ranges(seeds: list[int]) -> str:
-    """[0, 1, 2, 5] -> '0-2, 5'."""
+def seed_ranges(seeds: list[int], sep: str = "-") -> str:
+    """[0, 1, 2, 5] -> '0-2, 5' ('0..2, 5' with sep '..')."""
     out, s = [], sorted(seeds)
     i = 0
     while i < len(s):
         j = i
         while j + 1 < len(s) and s[j + 1] == s[j] + 1:
             j += 1
-        out.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
+        out.append(str(s[i]) if i == j else f"{s[i]}{sep}{s[j]}")
         i = j + 1
     return ", ".join(out)
