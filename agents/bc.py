@@ -25,7 +25,7 @@ from agents.distributed import init_distributed
 from agents.training import TrainConfig, fit, prepare_run
 from datasets.demos import DataError, DemoSet, Episode
 from nac.checkpoint import write_json
-from datasets.windows import FrameStore, FrameWindows, jittered_back, kfold_by_episode, split_by_episode
+from datasets.windows import FrameStore, FrameWindows, arrival_back, jittered_back, kfold_by_episode, split_by_episode
 from nac.driving import DrivingNet, DrivingNetConfig
 from nac.config import ConfigError
 from nac.heads import HEADS
@@ -154,6 +154,7 @@ def labels(store: FrameStore, rows: np.ndarray, device: torch.device, targets: d
 PLAN = STATE_FIELDS.index("plan_wheel_angle")
 EXCESS = STATE_FIELDS.index("speed_excess")
 WHEEL = STATE_FIELDS.index("wheel_angle")
+SAW = STATE_FIELDS.index("policy_saw")
 
 
 def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
@@ -375,6 +376,7 @@ class CarRacingTask:
                                net_targets(self.net, self.train_windows.store))
         self.seed = cfg.seed
         self.stride_jitter, self.regular_share, self.shift = cfg.stride_jitter, cfg.regular_share, cfg.shift
+        self.arrival = arrival_back(self.train_windows.store, SAW, net_cfg.window) if cfg.arrival_windows and net_cfg.frame_stride == 1 else None
         self.loss_kind = cfg.loss
         self.select_seeds = list(range(SELECT_SEED, SELECT_SEED + cfg.select_episodes))
         self.select_steps = cfg.select_steps
@@ -396,6 +398,9 @@ class CarRacingTask:
         if self.stride_jitter > 1:  # the timing a policy meets when frames arrive irregularly
             rng = np.random.default_rng([self.seed, epoch, b])
             back = jittered_back(len(rows), self.train_windows.window, self.stride_jitter, rng, self.regular_share)
+        if self.arrival is not None and self.arrival[1][rows].any():  # the windows the policy saw, where it decided
+            arrival, has = self.arrival[0][rows], self.arrival[1][rows]
+            back = np.where(has[:, None], arrival, self.train_windows.regular_back[None, :] if back is None else back)
         batch = self.batches.batch(rows, device, back)
         if self.shift:
             chunk_of_row = np.repeat(np.arange(len(chunks)), self.batches.lengths[chunks])

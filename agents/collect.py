@@ -90,10 +90,11 @@ class DriftedExpert:
 class Recorder:
     """Observer that keeps everything an episode file holds. The recorded action is the one
     executed, or `label()` when given (DAgger: the expert's label of a frame the policy drove);
-    the state row is the car's, then the `expert`'s planned wheel angle (NaN if it has none)."""
+    the state row is the car's, then the `expert`'s planned wheel angle and speed excess (NaN if it has
+    none), then `saw()`: whether the driving policy saw the frame when it came (NaN: no policy drove)."""
 
-    def __init__(self, label: Callable[[], Any] | None = None, expert: Any = None) -> None:
-        self.label, self.expert = label, expert
+    def __init__(self, label: Callable[[], Any] | None = None, expert: Any = None, saw: Callable[[], bool] | None = None) -> None:
+        self.label, self.expert, self.saw = label, expert, saw
         self.frames: list[np.ndarray] = []
         self.actions: list[Any] = []
         self.state: list[np.ndarray] = []
@@ -105,8 +106,9 @@ class Recorder:
     def before_step(self, env: gym.Env, obs: np.ndarray, action: Any) -> None:
         self.frames.append(np.asarray(obs, dtype=np.uint8))
         self.actions.append(action if self.label is None else self.label())
-        plan = [getattr(self.expert, name, np.nan) for name in ("planned_wheel_angle", "speed_excess")]
-        self.state.append(np.append(car_state(env).as_array(), np.asarray(plan, dtype=np.float32)))
+        extra = [getattr(self.expert, name, np.nan) for name in ("planned_wheel_angle", "speed_excess")]
+        extra.append(np.nan if self.saw is None else float(self.saw()))
+        self.state.append(np.append(car_state(env).as_array(), np.asarray(extra, dtype=np.float32)))
 
     def after_step(self, obs: np.ndarray, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
         self.final_frame = np.asarray(obs, dtype=np.uint8)

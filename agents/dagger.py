@@ -164,7 +164,7 @@ def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, o
         env = OffRoadLimit(env, off_road_steps)
     try:
         driver = MixedDriver(policy, make_expert(expert_name, env), beta, seed, takeover, env)
-        rec = Recorder(label=lambda: driver.label, expert=driver.expert)
+        rec = Recorder(label=lambda: driver.label, expert=driver.expert, saw=lambda: getattr(policy, "saw", True))
         result = run_episode(env, driver, seed, observer=rec)
         return save_recording(out, rec.episode(seed, continuous), result, {"beta": beta, "expert_share": driver.expert_steps / max(result.length, 1),
                                                                                   "perturb": spec})

@@ -174,11 +174,13 @@ class CarState:
         return np.array([self.x, self.y, self.angle, self.speed, self.wheel_angle, self.progress], dtype=np.float32)
 
 
-STATE_FIELDS = ("x", "y", "angle", "speed", "wheel_angle", "progress", "plan_wheel_angle", "speed_excess")
+STATE_FIELDS = ("x", "y", "angle", "speed", "wheel_angle", "progress", "plan_wheel_angle", "speed_excess", "policy_saw")
 # plan_wheel_angle: the wheel angle (as wheel_angle) the expert plans to have PLAN_AHEAD steps later; NaN for
 # experts that do not plan (only the discrete track expert does). speed_excess: the car's speed above the track
 # expert's target speed there (u/s; negative below it), from which it brakes; NaN for other experts. Both recorded
-# beside the car's state (collect.Recorder).
+# beside the car's state (collect.Recorder). policy_saw: in a DAgger rollout, 1 where the driving policy saw the
+# frame when it came (0: a perturbation dropped or delayed it: agents.perturb.PerturbedPolicy.saw); NaN in expert
+# demonstrations. Training cuts the windows the policy saw from it (datasets.windows.arrival_back).
 PLAN_AHEAD = 3
 BRAKE_EXCESS = 3.0  # the discrete track expert brakes when speed_excess is above this (its speed_margin); so does the
 # wheel decoder, with the excess a wheel-angle network predicts

@@ -8,6 +8,10 @@ the environment and its reward are untouched. Each is reproducible under the epi
   it did see.
 - `jitter=s`: frames arrive at irregular times: after each delivered frame the next one comes
   1..s steps later (uniform); the policy acts on the stale frame meanwhile; true timestamps.
+- `hold=s`: the policy sees every frame on time, but the car executes each action it decides
+  for 1..s steps (uniform), whatever the policy asks meanwhile: jitter's sample-and-hold of the
+  controls without its irregular frames (the two are apart: a policy that fails under jitter
+  and not under hold fails on the frames it sees, one that fails under both, on the hold).
 - `delay=k`: the policy sees each frame k steps late (with that frame's true time).
 - `noise=sigma`: Gaussian pixel noise (sigma in units of the 0..255 range / 255).
 - `blur[=sigma]`: Gaussian blur (default sigma 1 pixel).
@@ -32,6 +36,7 @@ from nac.config import ConfigError
 KINDS = {  # name -> (default level, allowed range text, check)
     "drop": (None, "0 <= p < 1", lambda x: 0 <= x < 1),
     "jitter": (None, "a whole number >= 1", lambda x: x >= 1 and float(x).is_integer()),
+    "hold": (None, "a whole number >= 1", lambda x: x >= 1 and float(x).is_integer()),
     "delay": (None, "a whole number >= 0", lambda x: x >= 0 and float(x).is_integer()),
     "noise": (None, "sigma >= 0", lambda x: x >= 0),
     "blur": (1.0, "sigma > 0", lambda x: x > 0),
@@ -106,6 +111,8 @@ class PerturbedPolicy:
         self.policy.reset()
         self.step = 0
         self.last_action: Any = None
+        self.held: Any = None  # jitter, hold: the action the car executes until the next frame / decision
+        self.saw = False  # whether the policy saw the latest frame when it came (a DAgger rollout records it)
         self.queue: deque[tuple[np.ndarray, float]] = deque()
         self.next_delivery = 0
         self.seen_times = []
@@ -123,16 +130,19 @@ class PerturbedPolicy:
     def select_action(self, frame: np.ndarray) -> Any:
         t = self.step / FPS  # the true time of this frame
         self.step += 1
+        seen = len(self.seen_times)
         name, level = self.p.name, self.p.level
         if name == "drop":
             lost = self.last_action is not None and self.rng.random() < level  # the first frame always arrives
             action = self.last_action if lost else self._see(frame, t)
-        elif name == "jitter":
-            if self.step - 1 >= self.next_delivery:
+        elif name in ("jitter", "hold"):
+            fresh = self.step - 1 >= self.next_delivery  # a frame arrives (jitter) or a new action is taken (hold)
+            if fresh:
                 self.next_delivery = self.step - 1 + int(self.rng.integers(1, int(level) + 1))
-                action = self._see(frame, t)
-            else:
-                action = self.last_action
+            if fresh or name == "hold":  # under hold the policy sees every frame on time
+                decided = self._see(frame, t)
+                self.held = decided if fresh else self.held
+            action = self.held
         elif name == "delay":
             self.queue.append((frame, t))
             if len(self.queue) > int(level):
@@ -141,6 +151,7 @@ class PerturbedPolicy:
                 action = np.zeros(3, np.float32) if self.continuous else 0
         else:
             action = self._see(frame, t)
+        self.saw = len(self.seen_times) > seen and self.seen_times[-1] == t
         if name == "action-noise" and self.rng.random() < level:
             return self._random_action()
         return action

@@ -68,6 +68,7 @@ class Recipe(ConfigDict):
     window: int = 8  # frames per window
     stride_jitter: int | None = None  # > 1: windows with irregular frame gaps 1..J (true timestamps kept) ...
     regular_share: float | None = None  # ... except this share of them; None: the recipe's for the head (agents.bc.frame_gaps)
+    arrival_windows: bool = False  # DAgger rows a perturbed policy decided on train on the windows it saw (train --arrival-windows)
     shift: int = 0  # random image shifts of up to this many pixels (train --shift)
     select_episodes: int = 0  # > 0: best weights by closed-loop return over this many episodes (train --select-episodes)
     lr: float = 1e-4  # Adam learning rate
@@ -99,6 +100,7 @@ class Recipe(ConfigDict):
         if task == "udacity":
             return TrainConfig(**common, net=dict(self.net))
         return TrainConfig(**common, window=self.window, **frame_gaps(head, continuous, self.stride_jitter, self.regular_share), shift=self.shift,
+                           arrival_windows=self.arrival_windows,
                            select_episodes=self.select_episodes, select_steps=max_steps, loss=self.loss, balance=self.balance,
                            net={"use_time": True, **self.net})
 
@@ -112,7 +114,7 @@ class Recipe(ConfigDict):
 # Recipe's defaults until study.json stored each variant's whole recipe: what the runs of a study
 # written before then were trained by, whatever the defaults are now
 LEGACY_RECIPE: dict[str, Any] = {
-    "epochs": 4, "dagger_rounds": 2, "dagger_episodes": 10, "dagger_epochs": 2, "dagger_beta": 0.5, "dagger_off_road": 0, "dagger_perturb": "none", "window": 8,
+    "epochs": 4, "dagger_rounds": 2, "dagger_episodes": 10, "dagger_epochs": 2, "dagger_beta": 0.5, "dagger_off_road": 0, "dagger_perturb": "none", "arrival_windows": False, "window": 8,
     "stride_jitter": 1, "regular_share": 0.0, "shift": 0, "select_episodes": 0, "lr": 1e-4, "ema": 0.0, "batch_size": 32, "loss": "mse",
     "balance": "auto", "val_fraction": 0.2, "noise": 0.0, "net": {},
 }
@@ -120,7 +122,7 @@ LEGACY_RECIPE: dict[str, Any] = {
 
 # Recipe fields added after studies began storing whole recipes, with the value that means what a stored recipe
 # without them was trained by (a field whose default is not the old behaviour must be named here)
-ADDED_FIELDS: dict[str, Any] = {"dagger_perturb": "none"}
+ADDED_FIELDS: dict[str, Any] = {"dagger_perturb": "none", "arrival_windows": False}
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:

@@ -61,6 +61,8 @@ class TrainConfig:
     regular_share: float | None = None  # carracing, with stride_jitter > 1: this share of windows keeps regular gaps (a mix)
     # None (either): the recipe's for the head and the demonstrations' action space (agents.bc.frame_gaps), resolved when
     # training starts and saved so in the run's config
+    arrival_windows: bool = False  # carracing: a row a policy decided on in a perturbed DAgger rollout is trained on the
+    # window it saw there, with the gaps the frames really came at (datasets.windows.arrival_back), not on gaps drawn afresh
     shift: int = 0  # carracing: random image shifts of up to this many pixels (DrQ / RAD), one per chunk of steps
     select_episodes: int = 0  # carracing: > 0 keeps as best the weights that drive best over this many closed-loop
     # episodes (seeds SELECT_SEED.., the same at every validation), not those with the lowest validation loss

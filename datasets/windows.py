@@ -71,7 +71,7 @@ class FrameWindows(Dataset):
                 f"{seed} ({shortest} steps); use a smaller --window or --stride"
             )
         self.store, self.window, self.stride = store, window, stride
-        self._back = np.arange(window - 1, -1, -1) * stride  # (W,) steps back from the last frame
+        self.regular_back = np.arange(window - 1, -1, -1) * stride  # (W,) steps back from the last frame
 
     def __len__(self) -> int:
         return len(self.store)
@@ -82,7 +82,7 @@ class FrameWindows(Dataset):
         regular stride."""
         s = self.store
         first = s.starts[s.episode_of[rows]]  # (n,)
-        idx = rows[:, None] - (self._back[None, :] if back is None else back)  # (n, W)
+        idx = rows[:, None] - (self.regular_back[None, :] if back is None else back)  # (n, W)
         valid = idx >= first[:, None]
         return np.where(valid, idx, first[:, None]), valid
 
@@ -106,6 +106,36 @@ def jittered_back(n: int, window: int, max_gap: int, rng: np.random.Generator, r
         gaps[rng.random(n) < regular_share] = 1
     back = np.concatenate([np.cumsum(gaps[:, ::-1], axis=1)[:, ::-1], np.zeros((n, 1), np.int64)], axis=1)
     return back
+
+
+def arrival_back(store: FrameStore, saw_column: int, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """The windows a policy saw where it decided, for episodes in which it did not see every frame.
+
+    `store.state[:, saw_column]` is 1 where the driving policy saw a frame when it came, 0 where a
+    perturbation kept it from it (agents.perturb: dropped frames, jitter), NaN where no policy drove.
+    Returns `back` (N, window): for each row the policy saw in such an episode, the steps back to
+    the frames its window held there (itself and the window - 1 frames it saw before it; before the
+    episode's first frame the first is repeated, as the policy does), and `has` (N,) marking those
+    rows; other rows' `back` is the regular one. Training on them puts into the data the windows the
+    policy decided on, with the gaps they really had, where windows cut with fresh random gaps
+    (jittered_back) would pair the same frames with gaps the policy never met.
+    """
+    n = len(store)
+    back = np.tile(np.arange(window - 1, -1, -1), (n, 1))
+    has = np.zeros(n, bool)
+    if store.state.shape[1] <= saw_column:
+        return back, has
+    saw = store.state[:, saw_column]
+    for first, length in zip(store.starts, store.lengths):
+        s = saw[first : first + length]
+        if not (np.isfinite(s).all() and (s == 0).any()):
+            continue  # every frame seen, or no policy drove: the regular windows are the policy's
+        seen = first + np.flatnonzero(s == 1)
+        padded = np.concatenate([np.full(window - 1, first - 1), seen])  # before the first frame: the first, repeated
+        for j, row in enumerate(seen):
+            back[row] = row - padded[j : j + window]
+        has[seen] = True
+    return back, has
 
 
 def split_by_episode(seeds: Sequence[int], val_fraction: float = 0.2, seed: int = 0) -> tuple[list[int], list[int]]:

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
     p.add_argument(
         "--perturb", action="append", default=[], metavar="NAME[=LEVEL]",
-        help="evaluate under a perturbation, once per given level (repeat the flag): drop=p, jitter=s, delay=k, "
+        help="evaluate under a perturbation, once per given level (repeat the flag): drop=p, jitter=s, hold=s, delay=k, "
         "noise=sigma, blur[=sigma], brightness=f, hue[=shift], action-noise=p; one leaderboard per level and a "
         "plot of return against level (give 'none' too for the clean level 0 of every panel)",
     )

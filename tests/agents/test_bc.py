@@ -235,6 +235,29 @@ def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, t
     assert m["finished"]
 
 
+def test_arrival_windows_train_the_steps_a_perturbed_policy_decided_on_with_the_gaps_it_saw(tiny_demos, tmp_path):
+    from agents.bc import SAW, CarRacingTask, Demos
+
+    def gap_windows(arrival: bool) -> tuple[int, int]:
+        """(windows whose every gap is 3 steps, windows whose every gap is 1) over an epoch."""
+        cfg = _cfg(tiny_demos, tmp_path / "run", stride_jitter=3, regular_share=1.0, arrival_windows=arrival, chunk=8, batch_size=8)
+        demos = Demos.load(cfg.data)
+        for key, ep in demos.episodes.items():  # as if a policy had seen every third frame of each (a perturbed rollout)
+            saw = np.where(np.arange(len(ep)) % 3 == 0, 1.0, 0.0).astype(np.float32)
+            state = np.full((len(ep), SAW + 1), np.nan, np.float32)
+            state[:, : ep.state.shape[1]], state[:, SAW] = ep.state, saw
+            demos.episodes[key] = dataclasses.replace(ep, state=state)
+        cfg = TrainConfig.from_dict({**cfg.__dict__, "val_episodes": [sorted(demos.episodes)[0]]})
+        task = CarRacingTask(cfg, demos, resume=False)
+        ts = torch.cat([task.batch(0, b, torch.device("cpu"))["timestamps"] for b in range(task.batches_per_epoch())]).numpy()
+        late = np.round(np.diff(ts[ts[:, 0] > 0], axis=1) * 50).astype(int)  # windows not reaching back past the start
+        return int((late == 3).all(1).sum()), int((late == 1).all(1).sum())
+
+    threes, ones = gap_windows(arrival=True)
+    assert threes > 0 and ones > 0 and 0.2 < threes / (threes + ones) < 0.45  # a third of the steps were decided on, with gaps of 3
+    assert gap_windows(arrival=False)[0] == 0  # without: the regular windows of regular_share 1 everywhere
+
+
 def test_frame_gaps_left_to_the_recipe_are_the_heads_and_saved_in_the_run(tiny_demos, tiny_demos_continuous, tmp_path):
     """train's default (None) is the recipe's frame gaps for the head and the data's action space
     (agents.bc.frame_gaps), written into the run's config; given values win; the default epochs

@@ -28,7 +28,8 @@ def test_collect_records_frames_actions_and_privileged_state(tmp_path):
     assert ep.frames[10:].std() > 0  # real camera frames
     assert set(np.unique(ep.actions)) <= set(range(5))
     assert np.allclose(np.diff(ep.timestamps), 1 / 50)
-    assert ep.state.shape == (40, 8) and ep.state[-1, 3] > ep.state[0, 3]  # the car sped up
+    assert ep.state.shape == (40, 9) and ep.state[-1, 3] > ep.state[0, 3]  # the car sped up
+    assert np.isnan(ep.state[:, 8]).all()  # policy_saw: no policy drove an expert demonstration
     # the planning expert's wheel angle 3 steps ahead, beside the car's: its plans came true at the start
     plan, wheel = ep.state[:, 6], ep.state[:, 4]
     assert np.isfinite(plan).all() and np.abs(plan[:-3] - wheel[3:]).max() < 1e-3

@@ -7,6 +7,7 @@ import pytest
 
 from agents.tasks import train
 from agents.training import TrainConfig
+from agents.env import STATE_FIELDS
 from agents.dagger import DaggerConfig, MixedDriver, dagger, rollout_perturbation, rollout_returns
 from datasets.demos import DemoSet
 from nac import ConfigError
@@ -96,6 +97,10 @@ def test_a_round_records_expert_labels_and_trains_on(tiny_demos, tmp_path):
     assert demos.seeds() == [1_000_000, 1_000_001]
     assert [e["perturb"] for e in demos.episodes] == [None, "jitter=3"]  # the policy drove the odd seed's rollout under it
     assert state["rounds"][0]["perturbed_mean_return"] == demos.episodes[1]["return"] and state["rounds"][0]["perturb"] == "jitter=3"
+    clean, jittered = (e.state[:, STATE_FIELDS.index("policy_saw")] for e in sorted(demos.load(), key=lambda e: e.seed))
+    assert (clean == 1).all()  # the policy saw every frame of the clean rollout
+    gaps = np.diff(np.flatnonzero(jittered == 1))  # and under jitter=3 the frames 1..3 steps apart, as they came
+    assert jittered[0] == 1 and set(gaps) <= {1, 2, 3} and len(set(gaps)) > 1 and set(np.unique(jittered)) == {0.0, 1.0}
     r = state["rounds"][0]
     assert rollout_returns(r) == f"{r['rollout_mean_return']:.1f} (under jitter=3: {demos.episodes[1]['return']:.1f})"  # the reports' line
     assert rollout_returns({"rollout_mean_return": 900.04}) == "900.0"  # no perturbed rollouts: the mean alone

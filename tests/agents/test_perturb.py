@@ -47,7 +47,7 @@ def _drive(spec, seed=0, n=60):
 def test_parse_says_what_is_allowed():
     assert str(parse("drop=0.2")) == "drop=0.2" and parse("blur").level == 1.0
     for bad, msg in [("teleport=1", "unknown perturbation"), ("drop", "needs a level"), ("drop=1.5", "out of range"),
-                     ("delay=1.5", "out of range"), ("noise=x", "not a number")]:
+                     ("delay=1.5", "out of range"), ("hold=0", "out of range"), ("noise=x", "not a number")]:
         with pytest.raises(ConfigError, match=msg):
             parse(bad)
 
@@ -67,6 +67,24 @@ def test_jitter_delivers_frames_at_irregular_times():
     gaps = np.diff([i for i, _ in seen])
     assert set(gaps) <= {1, 2, 3} and len(set(gaps)) > 1
     assert all(t == pytest.approx(i / FPS) for i, t in seen)
+
+
+def test_hold_shows_every_frame_and_executes_each_decision_for_1_to_s_steps():
+    class Index(Recorder):
+        def select_action(self, frame, timestamp=None):
+            super().select_action(frame, timestamp)
+            return int(frame[0, 0, 0])  # the frame's index: which decision the car executes
+
+    inner = Index()
+    p = PerturbedPolicy(inner, parse("hold=3"), continuous=False)
+    p.reset(0)
+    executed = [p.select_action(f) for f in _frames(60)]
+    assert [i for i, _ in inner.seen] == list(range(60))  # every frame, on time
+    assert all(t == pytest.approx(i / FPS) for i, t in inner.seen)
+    decided = sorted(set(executed))  # the steps whose decision the car executed, each from its own step on
+    assert decided[0] == 0 and all(executed[d] == d for d in decided)
+    assert set(np.diff(decided)) <= {1, 2, 3} and len(set(np.diff(decided))) > 1
+    assert executed == [max(d for d in decided if d <= s) for s in range(60)]  # held until the next decision
 
 
 def test_delay_shows_frames_k_steps_late():

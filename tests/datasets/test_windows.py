@@ -73,3 +73,24 @@ def test_action_rates_are_each_actions_share_around_a_step_within_its_episode():
     assert np.allclose(FrameStore([a]).action_rates(0, 5), np.eye(5)[a.actions])  # K = 0: the actions themselves
     with pytest.raises(DataError, match="discrete actions"):
         FrameStore([dataclasses.replace(a, actions=np.zeros((6, 3), np.float32))]).action_rates(1, 5)
+
+
+def test_arrival_windows_are_the_frames_the_policy_saw_with_their_real_gaps():
+    from datasets.windows import arrival_back
+
+    seen = _episode(0, 12)  # a rollout in which the policy saw steps 0, 1, 3, 6, 7, 10
+    saw = np.zeros(12, np.float32)
+    saw[[0, 1, 3, 6, 7, 10]] = 1
+    seen = dataclasses.replace(seen, state=np.column_stack([seen.state, saw]))
+    clean = dataclasses.replace(_episode(1, 8), state=np.column_stack([np.zeros((8, 6), np.float32), np.ones(8, np.float32)]))
+    demo = dataclasses.replace(_episode(2, 8), state=np.column_stack([np.zeros((8, 6), np.float32), np.full(8, np.nan, np.float32)]))
+    old = _episode(3, 8)  # recorded before the column: 6 columns, NaN-padded by the store
+    store = FrameStore([seen, clean, demo, old])
+    back, has = arrival_back(store, 6, window=4)
+    assert has.tolist()[:12] == saw.astype(bool).tolist() and not has[12:].any()  # only where the policy decided, in a rollout that missed frames
+    ds = FrameWindows(store, window=4)
+    idx, valid = ds.indices(np.array([10, 6, 1]), back[[10, 6, 1]])
+    assert store.frames[idx][:, :, 0, 0, 0].tolist() == [[3, 6, 7, 10], [0, 1, 3, 6], [0, 0, 0, 1]]
+    assert valid.tolist()[2] == [False, False, True, True]  # before the first frame the first is repeated, as the policy does
+    assert np.allclose(store.timestamps[idx[0]], np.array([3, 6, 7, 10]) / 50.0)  # the gaps the frames came at
+    assert (back[~has] == [3, 2, 1, 0]).all()  # elsewhere: the regular window
