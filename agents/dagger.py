@@ -52,9 +52,8 @@ class DaggerConfig:
     expert: str = "track"  # who labels the frames
     rounds: int = 2  # rounds of rollouts + training (the recipe's two: agents/pretrained/README.md)
     episodes: int = 10  # policy rollouts per round
-    beta: float = 0.3  # round r executes the expert's action with probability beta ** r (0: the policy drives alone). 0.3, not
-    # 0.5: on the full recipe every head's three runs drove 908.6-923.6 with it, where at 0.5 MHA's drove 886.3, 703.8, 922.8
-    # (docs/studies/mha-rope/, docs/results.md 'MHA with positions'); the discrete quick start keeps 0.5 (quickstart.recipe_for)
+    beta: float | None = None  # round r executes the expert's action with probability beta ** r (0: the policy drives
+    # alone); None: the recipe's for the run's head and action space (recipe_beta)
     epochs: int = 2  # training epochs added per round
     minutes: float | None = None  # and at most this many training minutes per round (None: no cap)
     workers: int = 0  # rollout processes; 0 = up to 2
@@ -78,7 +77,7 @@ class DaggerConfig:
         check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
         need(self.rounds >= 1, f"rounds must be >= 1 (got {self.rounds})")
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
-        need(0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
+        need(self.beta is None or 0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
         need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
         need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
         need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
@@ -89,6 +88,19 @@ class DaggerConfig:
                 perturbations.parse(self.perturb)
             except ConfigError as e:
                 raise ConfigError(f"{e}; or auto (the run's own frame gaps)") from None
+
+
+def recipe_beta(head: str, continuous: bool) -> float:
+    """DAgger's beta by the recipe (dagger's, the study's and the quick start's default).
+
+    0.3 for continuous runs of the baselines: on the full recipe every head's three runs drove
+    908.6-923.6 with it, where at 0.5 MHA's drove 886.3, 703.8, 922.8 (docs/studies/mha-rope/,
+    docs/results.md 'MHA with positions'). 0.5 for NAC (the NAC family, so that its ablations share
+    the recipe): at 0.3 its runs lose laps with dropped or irregular frames (ten runs: means 810 at
+    drop 0.4 and 791 at jitter 3), at 0.5 with the perturbed rollouts four runs held 887.7 and 873.5,
+    clean 920.8 (docs/results.md, 'Perturbed DAgger rollouts'). 0.5 for discrete runs: the wheel
+    recipe at 0.3 drove 649 and 775 against 851 and 873 (docs/studies/discrete-brake-weights/)."""
+    return 0.5 if not continuous or head.startswith("nac") else 0.3
 
 
 class MixedDriver:
@@ -192,8 +204,9 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     demos.recover()
     rounds_done = len([r for r in state["rounds"] if r.get("trained")])
     spec = rollout_perturbation(cfg.perturb, TrainConfig.from_dict(saved["train"]).stride_jitter or 1)
+    base = recipe_beta(saved["net"]["head"], continuous) if cfg.beta is None else cfg.beta
     for r in range(rounds_done + 1, cfg.rounds + 1):
-        beta = cfg.beta**r
+        beta = base**r
         seeds = [cfg.seed_start + (r - 1) * cfg.episodes + i for i in range(cfg.episodes)]
         if len(state["rounds"]) < r:
             state["rounds"].append({"round": r, "beta": beta, "seeds": seeds, "perturb": spec, "trained": False})

@@ -19,7 +19,7 @@ from agents.bc import frame_gaps
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.collect import CollectConfig, collect
-from agents.dagger import FIRST_SEED, DaggerConfig, dagger, rollout_returns
+from agents.dagger import FIRST_SEED, DaggerConfig, dagger, recipe_beta, rollout_returns
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from agents.video import RecordConfig, record_video
 from datasets.demos import DemoSet
@@ -35,12 +35,11 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     rate: 1 epoch of behaviour cloning and 1 after each round instead of 4 and 2, Adam 3e-4
     (docs/results.md, 'The quick start in 10 minutes'), with the recipe's frame gaps for the head
     (agents.bc.frame_gaps). Discrete: the discrete expert plans (26 ms a step), so 30
-    demonstrations, 6 epochs, 2 after each round, Adam 1e-4, and DAgger's beta 0.5 where the
-    continuous recipe's is 0.3 (the wheel recipe at 0.3 drove 649 and 775 against 851 and 873:
-    docs/studies/discrete-brake-weights/)."""
-    counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": DaggerConfig.beta} if continuous else
-              {"episodes": 30, "train_epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": 0.5})
-    return {**counts, **frame_gaps(head, continuous)}
+    demonstrations, 6 epochs, 2 after each round, Adam 1e-4. DAgger's beta is the recipe's for the
+    head and action space (agents.dagger.recipe_beta)."""
+    counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4} if continuous else
+              {"episodes": 30, "train_epochs": 6, "dagger_epochs": 2, "lr": 1e-4})
+    return {**counts, "dagger_beta": recipe_beta(head, continuous), **frame_gaps(head, continuous)}
 
 
 DISCRETE_TARGETS = ("wheel", "rates", "actions")

@@ -61,7 +61,8 @@ class Recipe(ConfigDict):
     dagger_rounds: int = 2  # DAgger rounds after it (0: pure behaviour cloning)
     dagger_episodes: int = 10  # policy rollouts per round, labelled by the expert
     dagger_epochs: int = 2  # training epochs after each round
-    dagger_beta: float = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r
+    dagger_beta: float | None = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r; None: the
+    # recipe's for each head (agents.dagger.recipe_beta)
     dagger_off_road: int = DaggerConfig.off_road_steps  # > 0: a DAgger rollout ends once the car has been off the road this many steps in a row
     dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over a DAgger rollout while the car is this many u/s too fast or off the road (dagger --takeover)
     dagger_perturb: str = DaggerConfig.perturb  # the policy drives half the DAgger rollouts under this perturbation (dagger --perturb; auto: the run's frame gaps)

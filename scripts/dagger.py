@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agents.dagger import DaggerConfig
+from agents.dagger import DaggerConfig, recipe_beta
 from agents.experts import EXPERTS
 from scripts.args import add_ray_flag, non_negative_float, non_negative_int, positive_float, positive_int
 
@@ -25,7 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expert", default="track", choices=EXPERTS, help="who labels the frames (default track)")
     p.add_argument("--rounds", type=positive_int, default=DaggerConfig.rounds, help=f"total DAgger rounds for the run (default {DaggerConfig.rounds}, the recipe's)")
     p.add_argument("--episodes", type=positive_int, default=10, help="rollouts per round (default 10)")
-    p.add_argument("--beta", type=float, default=DaggerConfig.beta, help=f"expert-action probability base: beta**round (default {DaggerConfig.beta:g}; 0: the policy drives alone)")
+    p.add_argument("--beta", type=float, default=DaggerConfig.beta,
+                   help=f"expert-action probability base: beta**round (default: the recipe's for the run's head, {recipe_beta('nac', True):g} for "
+                   f"NAC and discrete runs, {recipe_beta('lstm', True):g} for the other heads, whose attention heads crashed at 0.5; "
+                   "0: the policy drives alone)")
     p.add_argument("--epochs", type=positive_int, default=2, help="training epochs per round (default 2)")
     p.add_argument("--minutes", type=positive_float, help="also stop a round's training after this many minutes")
     p.add_argument("--workers", type=non_negative_int, default=0, help="rollout processes (default: up to 2)")

@@ -209,7 +209,9 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     """study.json stores every field of each variant's recipe: a default changed since (here: the
     stored shift is 1 where today's recipe gives 2) is refused by name, not mixed into new runs."""
     out, data = process_study
-    assert data["recipes"]["base"]["shift"] == 2 and data["recipes"]["base"]["dagger_beta"] == 0.3  # overrides and defaults, all stored
+    assert data["recipes"]["base"]["shift"] == 2 and data["recipes"]["base"]["dagger_beta"] is None  # overrides and defaults, all stored
+    for head, beta in (("nac", 0.5), ("lstm", 0.3)):  # None: each head's DAgger beta by the recipe (agents.dagger.recipe_beta)
+        assert json.loads((out / f"runs/base/{head}/seed0/dagger.json").read_text())["rounds"][0]["beta"] == beta
     moved = tmp_path / "moved"
     moved.mkdir()
     old = {**data, "recipes": {"base": {**data["recipes"]["base"], "shift": 1}}}
@@ -227,10 +229,10 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
         run_study(tiny(moved, workers=2), quiet=True)
     # a study written before recipes were stored gets them from its overrides on the defaults of that
     # time (study.LEGACY_RECIPE), not today's: regular frame gaps for every head, where today's recipe
-    # gives each head its own (None), and DAgger's beta 0.5 where today's is 0.3; continued with those values passed, and refused by name without
+    # gives each head its own (None), and DAgger's beta 0.5 where today's is each head's (None); continued with those values passed, and refused by name without
     older = {k: v for k, v in data.items() if k != "recipes"}
     (moved / "study.json").write_text(json.dumps(older))
-    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with dagger_beta=0.5 \(asked: 0.3\), dagger_perturb='none' \(asked: 'auto'\), "
+    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with dagger_beta=0.5 \(asked: None\), dagger_perturb='none' \(asked: 'auto'\), "
                        r"stride_jitter=1 \(asked: None\), regular_share=0.0 \(asked: None\)"):
         run_study(tiny(moved, workers=2), quiet=True)
     regular = {**TINY, "stride_jitter": 1, "regular_share": 0.0, "dagger_beta": 0.5, "dagger_perturb": "none"}

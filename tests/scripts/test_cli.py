@@ -104,7 +104,7 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
     assert "lstm: " in r.stdout and "best validation loss" in r.stdout
     r = _run("dagger", "--run", str(run), "--episodes", "1", "--epochs", "1", "--workers", "1", "--max-steps", "30", "--quiet")
     assert r.returncode == 0, r.stderr
-    assert "round 1: beta 0.30" in r.stdout
+    assert "round 1: beta 0.50" in r.stdout  # a discrete run: the recipe's beta for it (agents.dagger.recipe_beta)
     lb = tmp_path / "lb.json"
     r = _run("evaluate", str(run), "--episodes", "1", "--seed-start", "700", "--workers", "1", "--max-steps", "30", "--json", str(lb))
     assert r.returncode == 0, r.stderr
@@ -201,8 +201,9 @@ def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     assert QuickstartConfig(continuous=False, discrete_target="rates", rate_window=2).train_config("d", "r").net == {"rate_window": 2}
     assert QuickstartConfig(continuous=False, discrete_target="actions").train_config("d", "r").net == {}
     assert QuickstartConfig(continuous=True, discrete_target="wheel").train_config("d", "r").net == {}  # discrete only
-    # DAgger's beta: the continuous recipe's 0.3 (DaggerConfig's), 0.5 for the discrete wheel recipe, and what the user says
-    assert QuickstartConfig().dagger_config("r").beta == 0.3 and QuickstartConfig(continuous=False).dagger_config("r").beta == 0.5
+    # DAgger's beta: the recipe's, 0.5 for NAC and for the discrete wheel recipe, 0.3 for the other heads, and what the user says
+    assert QuickstartConfig().dagger_config("r").beta == 0.5 and QuickstartConfig(continuous=False).dagger_config("r").beta == 0.5
+    assert QuickstartConfig(head="lstm").dagger_config("r").beta == 0.3  # each head's DAgger beta by the recipe (agents.dagger.recipe_beta)
     assert QuickstartConfig(continuous=False, dagger_beta=0.2).dagger_config("r").beta == 0.2
     # DAgger's perturbed rollouts: the run's own frame gaps unless the user says
     assert QuickstartConfig().dagger_config("r").perturb == "auto" and QuickstartConfig(dagger_perturb="none").dagger_config("r").perturb == "none"
