@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-epochs", type=positive_int, help="training epochs after each DAgger round (default 1; 2 with --discrete)")
     p.add_argument("--dagger-beta", type=float, help="DAgger round r executes the expert's action with probability beta**r "
-                   f"(default: the recipe's for the head, {recipe_for(True, 'nac')['dagger_beta']:g} for NAC and with --discrete, "
-                   f"{recipe_for(True, 'lstm')['dagger_beta']:g} for the other heads; 0: the policy drives alone)")
+                   f"(default {recipe_for(True, 'nac')['dagger_beta']:g}; {recipe_for(False, 'nac')['dagger_beta']:g} with --discrete; 0: the "
+                   "policy drives alone)")
     p.add_argument("--dagger-takeover", type=non_negative_float, default=QuickstartConfig.dagger_takeover, metavar="U",
                    help="the expert takes over a DAgger rollout while the car is more than U u/s over its target speed, has a wheel "
                         f"off the road or has stalled (see 'nacdrive dagger --help'; default {QuickstartConfig.dagger_takeover:g}, 0: never)")

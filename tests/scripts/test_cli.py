@@ -201,9 +201,10 @@ def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     assert QuickstartConfig(continuous=False, discrete_target="rates", rate_window=2).train_config("d", "r").net == {"rate_window": 2}
     assert QuickstartConfig(continuous=False, discrete_target="actions").train_config("d", "r").net == {}
     assert QuickstartConfig(continuous=True, discrete_target="wheel").train_config("d", "r").net == {}  # discrete only
-    # DAgger's beta: the recipe's, 0.5 for NAC and for the discrete wheel recipe, 0.3 for the other heads, and what the user says
-    assert QuickstartConfig().dagger_config("r").beta == 0.5 and QuickstartConfig(continuous=False).dagger_config("r").beta == 0.5
-    assert QuickstartConfig(head="lstm").dagger_config("r").beta == 0.3  # each head's DAgger beta by the recipe (agents.dagger.recipe_beta)
+    # DAgger's beta: the continuous quick start's 0.3 for every head (NAC's full recipe has 0.5), 0.5 for the discrete wheel
+    # recipe (agents.dagger.recipe_beta), and what the user says
+    assert QuickstartConfig().dagger_config("r").beta == 0.3 and QuickstartConfig(continuous=False).dagger_config("r").beta == 0.5
+    assert QuickstartConfig(head="lstm").dagger_config("r").beta == 0.3
     assert QuickstartConfig(continuous=False, dagger_beta=0.2).dagger_config("r").beta == 0.2
     # DAgger's perturbed rollouts: the run's own frame gaps unless the user says
     assert QuickstartConfig().dagger_config("r").perturb == "auto" and QuickstartConfig(dagger_perturb="none").dagger_config("r").perturb == "none"
