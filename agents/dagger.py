@@ -91,7 +91,8 @@ class DaggerConfig:
 
 
 def recipe_beta(head: str, continuous: bool) -> float:
-    """DAgger's beta by the recipe (dagger's, the study's and the quick start's default).
+    """DAgger's beta by the recipe (dagger's and the study's default; the discrete quick start's, while the
+    continuous quick start keeps 0.3 for every head: agents.quickstart.recipe_for).
 
     0.3 for continuous runs of the baselines: on the full recipe every head's three runs drove
     908.6-923.6 with it, where at 0.5 MHA's drove 886.3, 703.8, 922.8 (docs/studies/mha-rope/,
