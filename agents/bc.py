@@ -398,9 +398,10 @@ class CarRacingTask:
         if self.stride_jitter > 1:  # the timing a policy meets when frames arrive irregularly
             rng = np.random.default_rng([self.seed, epoch, b])
             back = jittered_back(len(rows), self.train_windows.window, self.stride_jitter, rng, self.regular_share)
-        if self.arrival is not None and self.arrival[1][rows].any():  # the windows the policy saw, where it decided
-            arrival, has = self.arrival[0][rows], self.arrival[1][rows]
-            back = np.where(has[:, None], arrival, self.train_windows.regular_back[None, :] if back is None else back)
+        if self.arrival is not None:
+            arrival, has = self.arrival[0][rows], self.arrival[1][rows]  # arrival's other rows hold the regular window
+            if has.any():  # the windows the policy saw, where it decided
+                back = arrival if back is None else np.where(has[:, None], arrival, back)
         batch = self.batches.batch(rows, device, back)
         if self.shift:
             chunk_of_row = np.repeat(np.arange(len(chunks)), self.batches.lengths[chunks])

@@ -141,7 +141,8 @@ class PerturbedPolicy:
                 self.next_delivery = self.step - 1 + int(self.rng.integers(1, int(level) + 1))
             if fresh or name == "hold":  # under hold the policy sees every frame on time
                 decided = self._see(frame, t)
-                self.held = decided if fresh else self.held
+                if fresh:
+                    self.held = decided
             action = self.held
         elif name == "delay":
             self.queue.append((frame, t))

@@ -71,7 +71,7 @@ class FrameWindows(Dataset):
                 f"{seed} ({shortest} steps); use a smaller --window or --stride"
             )
         self.store, self.window, self.stride = store, window, stride
-        self.regular_back = np.arange(window - 1, -1, -1) * stride  # (W,) steps back from the last frame
+        self._back = np.arange(window - 1, -1, -1) * stride  # (W,) steps back from the last frame
 
     def __len__(self) -> int:
         return len(self.store)
@@ -82,7 +82,7 @@ class FrameWindows(Dataset):
         regular stride."""
         s = self.store
         first = s.starts[s.episode_of[rows]]  # (n,)
-        idx = rows[:, None] - (self.regular_back[None, :] if back is None else back)  # (n, W)
+        idx = rows[:, None] - (self._back[None, :] if back is None else back)  # (n, W)
         valid = idx >= first[:, None]
         return np.where(valid, idx, first[:, None]), valid
 
@@ -128,12 +128,11 @@ def arrival_back(store: FrameStore, saw_column: int, window: int) -> tuple[np.nd
     saw = store.state[:, saw_column]
     for first, length in zip(store.starts, store.lengths):
         s = saw[first : first + length]
-        if not (np.isfinite(s).all() and (s == 0).any()):
-            continue  # every frame seen, or no policy drove: the regular windows are the policy's
+        if not (np.isfinite(s).all() and (s == 0).any() and (s == 1).any()):
+            continue  # every frame seen, none seen when it came (delay), or no policy drove: the regular windows
         seen = first + np.flatnonzero(s == 1)
         padded = np.concatenate([np.full(window - 1, first - 1), seen])  # before the first frame: the first, repeated
-        for j, row in enumerate(seen):
-            back[row] = row - padded[j : j + window]
+        back[seen] = seen[:, None] - np.lib.stride_tricks.sliding_window_view(padded, window)
         has[seen] = True
     return back, has
 
