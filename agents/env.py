@@ -37,22 +37,28 @@ def wheel_after(angle: np.ndarray | float, action: np.ndarray | int) -> np.ndarr
 
 
 WHEEL_CHOICES = np.array([3, 1, 2])  # gas first: on a tie the engine stays on
+STEER_FIRST = 0.08  # rad: wheel_action steers instead of braking while its wheels are further than this from the target
 
 
 def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: np.ndarray | float) -> np.ndarray:
     """The discrete action that drives like a wheel-angle target, by the discrete track expert's
     speed rules on a speed excess (u/s above its target speed): brake (4) where the excess is above
-    BRAKE_EXCESS; else whichever of gas (3, the wheel unwinds), right (1) and left (2) brings the
-    wheel from `wheel` nearest `target` (radians, as wheel_angle), with no action (0, the wheel
-    unwinds as under gas) instead of gas where the excess is above 0 (the expert's coast band,
-    TrackExpertConfig.coast). Fed the discrete track expert's own planned angle PLAN_AHEAD steps
-    ahead and its excess, this drives as the expert does while agreeing with its actions on only
-    76-81 % of the steps (docs/training.md): many pulse patterns give the same path, which is why a
-    network learns the angle better than the pulses. Elementwise."""
+    BRAKE_EXCESS and the wheels are within STEER_FIRST of the target; else whichever of gas (3, the
+    wheel unwinds), right (1) and left (2) brings the wheel from `wheel` nearest `target` (radians,
+    as wheel_angle), with no action (0, the wheel unwinds as under gas) instead of gas where the
+    excess is above 0 (the expert's coast band, TrackExpertConfig.coast). Fed the discrete track
+    expert's own planned angle PLAN_AHEAD steps ahead and its excess, this drives as the expert does
+    while agreeing with its actions on only 76-81 % of the steps (docs/training.md): many pulse
+    patterns give the same path, which is why a network learns the angle better than the pulses.
+    Steering first: a discrete car cannot steer and brake in one step, and braking unwinds its
+    wheels; the expert brakes on the straight before a bend, but a policy that brakes late, in the
+    bend, straightened its wheels and left the road (docs/results.md, 'Steering before braking').
+    Elementwise."""
     target, wheel, excess = (np.asarray(a, dtype=np.float64) for a in (target, wheel, excess))
     nxt = wheel_after(wheel[None], WHEEL_CHOICES.reshape((3,) + (1,) * wheel.ndim))  # (3, ...)
     steer = WHEEL_CHOICES[np.abs(nxt - target[None]).argmin(0)]
-    return np.where(excess > BRAKE_EXCESS, 4, np.where((steer == 3) & (excess > 0), 0, steer))
+    brake = (excess > BRAKE_EXCESS) & (np.abs(target - wheel) <= STEER_FIRST)
+    return np.where(brake, 4, np.where((steer == 3) & (excess > 0), 0, steer))
 
 
 class FastCarRacing(CarRacing):

@@ -189,6 +189,22 @@ def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
     assert np.isnan(TrackFollowingExpert(make_env(True, pixels=False)).planned_wheel_angle)  # no planner, no plan
 
 
+def test_the_wheel_decoder_steers_before_it_brakes():
+    """A discrete car cannot steer and brake in one step, and braking unwinds its wheels: the
+    decoder brakes above the margin only once its wheels are within STEER_FIRST of the target."""
+    from agents.env import BRAKE_EXCESS, STEER_FIRST
+
+    fast = BRAKE_EXCESS + 5.0
+    assert int(wheel_action(0.3, fast, 0.0)) == 2  # far from a left target: steer left, not brake
+    assert int(wheel_action(-0.3, fast, 0.0)) == 1  # and right
+    assert int(wheel_action(0.3, fast, 0.3 - STEER_FIRST / 2)) == 4  # near it: brake
+    assert int(wheel_action(0.0, fast, 0.0)) == 4  # on a straight: brake
+    assert int(wheel_action(0.3, BRAKE_EXCESS - 1.0, 0.3)) == 0  # below the margin, in the coast band: coast
+    # elementwise over arrays, as training's decoded accuracy uses it
+    out = wheel_action(np.array([0.3, 0.3]), np.array([fast, fast]), np.array([0.0, 0.29]))
+    assert out.tolist() == [2, 4]
+
+
 def test_the_discrete_expert_brakes_and_coasts_by_its_speed_excess_alone():
     """The recorded speed excess must say when every brake comes (a wheel-angle network brakes by
     it): with plan_brake off the look-ahead never brakes, the expert brakes exactly where the excess
