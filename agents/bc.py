@@ -376,7 +376,7 @@ class CarRacingTask:
                                net_targets(self.net, self.train_windows.store))
         self.seed = cfg.seed
         self.stride_jitter, self.regular_share, self.shift = cfg.stride_jitter, cfg.regular_share, cfg.shift
-        self.arrival = arrival_back(self.train_windows.store, SAW, net_cfg.window) if cfg.arrival_windows and net_cfg.frame_stride == 1 else None
+        self.arrival = arrival_back(self.train_windows.store, SAW, net_cfg.window) if cfg.arrival_windows else None
         self.loss_kind = cfg.loss
         self.select_seeds = list(range(SELECT_SEED, SELECT_SEED + cfg.select_episodes))
         self.select_steps = cfg.select_steps

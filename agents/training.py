@@ -98,6 +98,8 @@ class TrainConfig:
         need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
         need(self.window >= 1 and self.frame_stride >= 1, f"window and frame stride must be >= 1 (got {self.window}, {self.frame_stride})")
         need(self.stride_jitter is None or self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
+        need(not self.arrival_windows or self.frame_stride == 1,
+             f"--arrival-windows cuts the windows a policy saw step by step, so it needs --stride 1 (got {self.frame_stride})")
         need(self.select_episodes >= 0 and self.select_steps >= 1, "select_episodes must be >= 0 and select_steps >= 1")
         need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
         need(self.regular_share is None or 0.0 <= self.regular_share <= 1.0, f"regular share must be in [0, 1] (got {self.regular_share})")
