@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_gap_flags(p)
     p.add_argument("--arrival-windows", action="store_true",
                    help="with DAgger rollouts driven under a perturbation (dagger --perturb): train each step the policy decided on "
-                   "on the window it saw there, the frames with the gaps they really came at, instead of gaps drawn afresh")
+                   "on the window it saw there, the frames with the gaps they really came at, instead of gaps drawn afresh (needs --stride 1)")
     p.add_argument("--shift", type=int, default=0, metavar="S",
                    help="augment frames by random shifts of up to S pixels (edges repeated; the same shift for a chunk of "
                    "consecutive steps, so a window's frames move together; DrQ / RAD use 4 on 84-pixel frames; default 0). "

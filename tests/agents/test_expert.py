@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from agents.env import make_env, wheel_action, wheel_after
+from agents.env import BRAKE_EXCESS, STEER_FIRST, make_env, wheel_action, wheel_after
 from agents.experts import make_expert
 from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, _Lookahead, racing_line
 from agents.rollout import run_episode, summarize
@@ -192,8 +192,6 @@ def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
 def test_the_wheel_decoder_steers_before_it_brakes():
     """A discrete car cannot steer and brake in one step, and braking unwinds its wheels: the
     decoder brakes above the margin only once its wheels are within STEER_FIRST of the target."""
-    from agents.env import BRAKE_EXCESS, STEER_FIRST
-
     fast = BRAKE_EXCESS + 5.0
     assert int(wheel_action(0.3, fast, 0.0)) == 2  # far from a left target: steer left, not brake
     assert int(wheel_action(-0.3, fast, 0.0)) == 1  # and right
