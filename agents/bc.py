@@ -222,7 +222,9 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
     small constant brake)."""
     if net.config.wheel_target:
         # the planned angle (in units of the joint's range) and the speed excess (in units of excess_scale), both by
-        # squared error; a row is correct when the action decoded at the recorded wheel angle is the expert's
+        # squared error; a row is correct when the action decoded at the recorded wheel angle is the expert's (the
+        # row's own angle decoded: at drive time agents.env.WheelDecoder aims at the angle asked for WHEEL_DELAY steps
+        # before, which a row alone does not hold, so this accuracy is a diagnostic of the outputs, not of the driving)
         labels = batch["actions"].long()
         angle = WHEEL_LIMIT * torch.tanh(raw[:, 0].float())
         excess_se = (raw[:, 1].float() - batch["speed_excess"].float()) ** 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -22,18 +23,21 @@ SELECT_SEED = 20_000  # closed-loop checkpoint selection (train --select-episode
 ACTIONS = ("noop", "right", "left", "gas", "brake")
 WHEEL_LIMIT = 0.4  # the front-wheel joint's limit, radians
 WHEEL_RATE = 0.06  # the most a front wheel turns in one step: car_dynamics' joint motor, 3 rad/s at 50 FPS
-DISCRETE_STEER = 0.6  # the wheel angle a discrete steer action aims at (the joint stops at WHEEL_LIMIT)
+DISCRETE_STEER = 0.6  # the wheel angle a discrete steer action aims at (the joint stops at WHEEL_STOP)
+WHEEL_STOP = 0.42  # where the joint stops: Box2D lets it pass WHEEL_LIMIT within its angular slop (2 degrees), and a
+# discrete car's wheels, turning 0.06 rad a step from straight, stop at the seventh step (measured on seed 301)
 
 
 def wheel_after(angle: np.ndarray | float, action: np.ndarray | int) -> np.ndarray:
     """The front-wheel joint angle (radians, positive = left, as CarState.wheel_angle) one step
     after a discrete action: car_dynamics turns the wheel towards -0.6 (action 1, right), +0.6
-    (2, left) or 0 (any other) at its motor's speed, min(50 x shortfall, 3) rad/s, within the
-    joint's limits. A policy can so follow its wheels from its own actions: over three expert
-    episodes this model stayed within 0.001 rad of Box2D's joint. Elementwise over arrays."""
+    (2, left) or 0 (any other) at its motor's speed, min(50 x shortfall, 3) rad/s, up to where the
+    joint stops (WHEEL_STOP). A policy can so follow its wheels from its own actions: over three
+    expert episodes this model stayed within 0.001 rad of Box2D's joint, and over a lap driven to
+    the joint's stops (tests/agents/test_expert.py). Elementwise over arrays."""
     action = np.asarray(action)
     aim = np.where(action == 1, -DISCRETE_STEER, np.where(action == 2, DISCRETE_STEER, 0.0))
-    return np.clip(angle + np.clip(aim - angle, -WHEEL_RATE, WHEEL_RATE), -WHEEL_LIMIT, WHEEL_LIMIT)
+    return np.clip(angle + np.clip(aim - angle, -WHEEL_RATE, WHEEL_RATE), -WHEEL_STOP, WHEEL_STOP)
 
 
 WHEEL_CHOICES = np.array([3, 1, 2])  # gas first: on a tie the engine stays on
@@ -191,6 +195,39 @@ PLAN_AHEAD = 3
 BRAKE_EXCESS = 3.0  # the discrete track expert brakes when speed_excess is above this (its speed_margin); so does the
 # wheel decoder, with the excess a wheel-angle network predicts
 SKIP_GAP = 20  # skipped_tiles: a run of untouched tiles this long or longer ends the car's progress
+WHEEL_DELAY = PLAN_AHEAD  # steps: WheelDecoder steers towards the angle the network asked for this many steps before
+
+
+class WheelDecoder:
+    """Drives a discrete car, step by step, from a wheel-angle network's outputs: the angle its
+    planning expert's wheels reach PLAN_AHEAD steps later, and the speed excess (wheel_action).
+
+    It follows its front wheels from its own actions (wheel_after, from straight at reset) and
+    steers towards the angle asked for `delay` steps before, which is the one planned for now:
+    wheel_action turns the wheels towards an angle at once, so aimed at the latest output they led
+    the expert's by up to three steps, and a network that turned in early cut the inside of a bend
+    over the grass and skipped its tile. On one run's tuning seeds 20000..20019 delays of 0, 1, 2,
+    3, 4 and 6 steps finished 15, 16, 18, 19, 18 and 15 laps of 20 (docs/results.md, 'The wheel
+    decoder's delay'). The first `delay` steps of an episode aim at its first output."""
+
+    def __init__(self, delay: int = WHEEL_DELAY) -> None:
+        if delay < 0:
+            raise ValueError(f"WheelDecoder: delay must be >= 0 (got {delay})")
+        self.delay = delay
+        self.reset()
+
+    def reset(self) -> None:
+        self.wheel = 0.0  # the front wheels' angle as this decoder's actions have turned them
+        self.aim = 0.0  # the angle steered towards at the last step
+        self._asked: deque[float] = deque(maxlen=self.delay + 1)
+
+    def __call__(self, target: float, excess: float) -> int:
+        """The action for this step's outputs: target (radians, positive = left) and excess (u/s)."""
+        self._asked.append(float(target))
+        self.aim = self._asked[0]
+        action = int(wheel_action(self.aim, excess, self.wheel))
+        self.wheel = float(wheel_after(self.wheel, action))
+        return action
 
 
 def skipped_tiles(env: gym.Env) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.env import FPS, WHEEL_LIMIT, wheel_action, wheel_after
+from agents.env import FPS, WHEEL_LIMIT, WheelDecoder
 from nac.driving import DrivingNet
 from nac.config import ConfigError
 from nac.checkpoint import load_checkpoint
@@ -72,11 +72,11 @@ class DrivingPolicy:
     action with the most credit and charges it 1 (error diffusion, a sigma-delta modulator).
     Argmax cannot reproduce an expert that pulses (steer 1 step in 3 is never the likeliest
     action); sampling can, with random runs; diffusion gives the same rates in regular pulses.
-    A wheel-angle network (DrivingNetConfig.wheel_target) is driven by "wheel": the policy follows
-    its front wheels from its own actions (agents.env.wheel_after, from straight at reset) and
-    takes the action that brings them nearest the angle the network asks for (no action instead of
-    gas where the speed excess it predicts is above 0), or brakes when the excess is above the
-    expert's margin (it counts
+    A wheel-angle network (DrivingNetConfig.wheel_target) is driven by "wheel" (agents.env.WheelDecoder):
+    the policy follows its front wheels from its own actions (agents.env.wheel_after, from straight at
+    reset) and takes the action that brings them nearest the angle the network asked for WHEEL_DELAY
+    steps before (no action instead of gas where the speed excess it predicts is above 0), or brakes
+    when the excess is above the expert's margin (it counts
     on every step being its own: a step that repeats its last action without asking, as dropped
     frames do in agents.perturb, turns the real wheels without its model).
     By default (actions=None) each network gets its own (default_decoder).
@@ -111,7 +111,7 @@ class DrivingPolicy:
             self._rng = np.random.default_rng(seed)
         self._steps = 0
         self._credit = np.zeros(self.cfg.outputs)  # "diffuse": each action's probability owed
-        self._wheel = 0.0  # "wheel": the front wheels' angle as the policy's own actions have turned them
+        self._decoder = WheelDecoder()  # "wheel": the front wheels as the policy's own actions have turned them
         self._first: tuple[torch.Tensor, torch.Tensor] | None = None  # first frame's features and time
         self._recent: deque[tuple[torch.Tensor, torch.Tensor]] = deque(maxlen=self.cfg.span)  # for window()
         # One head stream per phase of the frame stride: stream p sees steps p, p + s, p + 2s, ...
@@ -161,9 +161,8 @@ class DrivingPolicy:
             return action
         if self.actions == "wheel":
             target, excess = WHEEL_LIMIT * float(torch.tanh(raw[0].float())), self.net.config.excess_scale * float(raw[1])
-            action = int(wheel_action(target, excess, self._wheel))  # the expert's own speed rules, on the excess the network sees
-            self._wheel = float(wheel_after(self._wheel, action))
-            self.last = {"action": action, "wheel_target": target, "speed_excess": excess, "brake": action == 4}
+            action = self._decoder(target, excess)  # the expert's own speed rules, on the excess the network sees
+            self.last = {"action": action, "wheel_target": target, "wheel_aim": self._decoder.aim, "speed_excess": excess, "brake": action == 4}
             return action
         probs = torch.softmax(raw.float(), -1).cpu().numpy().astype(np.float64)
         if self.actions == "sample":

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from agents.env import BRAKE_EXCESS, STEER_FIRST, make_env, wheel_action, wheel_after
+from agents.env import BRAKE_EXCESS, PLAN_AHEAD, STEER_FIRST, WheelDecoder, make_env, wheel_action, wheel_after
 from agents.experts import make_expert
-from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, _Lookahead, racing_line
+from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, _Lookahead, _PlannerCar, racing_line
 from agents.rollout import run_episode, summarize
 from nac.config import ConfigError
 
@@ -160,7 +160,7 @@ def test_planning_config_is_checked():
 
 def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
     """The label a wheel-angle network learns (the angle the planning expert's wheels reach 3
-    steps later) and the policy's decoder (agents.env.wheel_action, with the wheels followed by
+    steps later) and the policy's decoder (agents.env.WheelDecoder, with the wheels followed by
     wheel_after alone): fed the expert's plan, they drive its lap with other pulses than its own."""
     env = make_env(False, pixels=False)
     expert = TrackFollowingExpert(env)
@@ -168,16 +168,15 @@ def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
     class Decoded:
         def reset(self):
             expert.reset()
-            self.wheel, self.same, self.drift, self.brakes = 0.0, [], [], []
+            self.decoder, self.same, self.drift, self.brakes = WheelDecoder(), [], [], []
 
         def select_action(self, obs):
             a = expert.select_action(obs)
-            self.drift.append(abs(self.wheel - env.unwrapped.car.wheels[0].joint.angle))
+            self.drift.append(abs(self.decoder.wheel - env.unwrapped.car.wheels[0].joint.angle))
             # braking by the expert's rule on its recorded speed excess, not by its action
-            d = int(wheel_action(expert.planned_wheel_angle, expert.speed_excess, self.wheel))
+            d = self.decoder(expert.planned_wheel_angle, expert.speed_excess)
             self.brakes.append(d == 4)
             self.same.append(d == a)
-            self.wheel = float(wheel_after(self.wheel, d))
             return d
 
     driver = Decoded()
@@ -187,6 +186,29 @@ def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
     assert 0.5 < np.mean(driver.same) < 0.95  # the same path by other pulses
     assert 0 < np.mean(driver.brakes) < 0.1  # it brakes, rarely
     assert np.isnan(TrackFollowingExpert(make_env(True, pixels=False)).planned_wheel_angle)  # no planner, no plan
+
+
+def test_the_wheel_decoder_aims_at_the_angle_asked_for_delay_steps_before():
+    """The network's angle is the one planned PLAN_AHEAD steps ahead: the decoder steers towards
+    each output `delay` steps later (the first ones aim at the episode's first output)."""
+    decoder = WheelDecoder(delay=PLAN_AHEAD)
+    assert decoder.delay == PLAN_AHEAD == WheelDecoder().delay
+    asked = [0.0] * 5 + [-0.3] * 10
+    actions = [decoder(t, -10.0) for t in asked]
+    assert actions[:5 + PLAN_AHEAD] == [3] * (5 + PLAN_AHEAD)  # straight on until the right turn asked at step 5 is due
+    assert actions[5 + PLAN_AHEAD:5 + PLAN_AHEAD + 5] == [1] * 5  # then right, 0.06 rad a step
+    assert decoder.wheel == pytest.approx(-0.3) and decoder.aim == -0.3
+    first = WheelDecoder(delay=2)
+    assert [first(t, -10.0) for t in (0.2, 0.0, 0.0)] == [2, 2, 2]  # before the delay is up: the first output
+    undelayed, wheel = WheelDecoder(delay=0), 0.0
+    for t, e in [(0.2, -5.0), (0.2, 1.0), (-0.1, 8.0), (0.0, 8.0)]:  # no delay: wheel_action on the wheels followed
+        a = undelayed(t, e)
+        assert a == int(wheel_action(t, e, wheel))
+        wheel = float(wheel_after(wheel, a))
+    decoder.reset()
+    assert decoder.wheel == 0.0 and decoder(0.3, -10.0) == 2
+    with pytest.raises(ValueError, match="delay must be >= 0"):
+        WheelDecoder(delay=-1)
 
 
 def test_the_wheel_decoder_steers_before_it_brakes():
@@ -226,3 +248,54 @@ def test_the_discrete_expert_brakes_and_coasts_by_its_speed_excess_alone():
     assert np.array_equal(actions == 4, excess > cfg.speed_margin)
     assert np.all((excess[actions == 0] > 0) & (excess[actions == 0] <= cfg.speed_margin))
     assert max(speeds) < cfg.max_speed + cfg.speed_margin + 1.0
+
+
+def test_the_planners_car_steps_as_gymnasiums_car():
+    """_PlannerCar is car_dynamics.Car's physics in scalar Python: driven side by side in two
+    worlds with the same actions, on the road and on the grass, every state stays equal to the bit."""
+    import Box2D
+    from gymnasium.envs.box2d.car_dynamics import Car
+
+    env = make_env(False, pixels=False)
+    env.reset(seed=302)
+    start = env.unwrapped.track[0][1:4]
+    cars = [cls(Box2D.b2World((0, 0)), *start) for cls in (Car, _PlannerCar)]
+    rng, fastest = np.random.default_rng(0), 0.0
+    for t in range(300):
+        action, grass = int(rng.choice(5, p=[0.05, 0.15, 0.15, 0.6, 0.05])), t % 50 > 35
+        for car in cars:
+            for w in car.wheels:
+                w.tiles = set() if grass else {type("Road", (), {"road_friction": 1.0})()}
+            car.steer(-0.6 * (action == 1) + 0.6 * (action == 2))
+            car.gas(0.2 * (action == 3) + 0.9 * (t % 97 == 0))  # and a push past gas's 0.1-a-step ramp
+            car.brake(0.8 * (action == 4) + 0.2 * (t % 89 == 0))  # and blocked wheels
+            car.step(1 / 50)
+            car.world.Step(1 / 50, 6 * 30, 2 * 30)
+        a, b = cars
+        for x, y in zip([a.hull, *a.wheels], [b.hull, *b.wheels]):
+            assert (tuple(x.position), x.angle, tuple(x.linearVelocity), x.angularVelocity) == \
+                (tuple(y.position), y.angle, tuple(y.linearVelocity), y.angularVelocity)
+        for x, y in zip(a.wheels, b.wheels):
+            assert (x.omega, x.gas, x.phase, x.joint.angle) == (y.omega, y.gas, y.phase, y.joint.angle)
+        fastest = max(fastest, float(np.linalg.norm(a.hull.linearVelocity)))
+    assert fastest > 10  # it drove (u/s)
+
+
+def test_the_planner_reuses_a_rollout_only_where_the_candidate_drives_it_again():
+    """A candidate whose held actions an earlier rollout of the same step took anyway gets that
+    rollout's score: each score the planner chose by is the one the candidate's own rollout gives."""
+    env = make_env(False, pixels=False)
+    expert = TrackFollowingExpert(env)
+    env.reset(seed=301)
+    expert.reset()
+    planner, reused = expert._planner, 0
+    for _ in range(150):
+        state = (expert._idx, expert._pulse)
+        action = expert.select_action()
+        after = (expert._idx, expert._pulse)
+        for cand, score in planner.last_scores.items():
+            assert planner._rollout(expert, env.unwrapped.car, *cand, state) == pytest.approx(score, abs=1e-3), cand
+        reused += planner.last_driven < len(planner.last_scores)
+        expert._idx, expert._pulse = after
+        env.step(action)
+    assert reused > 20, reused
