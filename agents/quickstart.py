@@ -34,7 +34,7 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     rollouts; agents/pretrained/README.md) in two fifths of its training steps, at a 3x learning
     rate: 1 epoch of behaviour cloning and 1 after each round instead of 4 and 2, Adam 3e-4
     (docs/results.md, 'The quick start in 10 minutes'), with the recipe's frame gaps for the head
-    (agents.bc.frame_gaps). Discrete: the discrete expert plans (26 ms a step), so 30
+    (agents.bc.frame_gaps). Discrete: the discrete expert plans (15-20 ms a step), so 30
     demonstrations, 6 epochs, 2 after each round, Adam 1e-4. DAgger's beta: the discrete recipe's
     (agents.dagger.recipe_beta, 0.5); continuous, 0.3 for every head, NAC included, where the full
     recipe gives NAC 0.5 for its robustness: the quick start is judged on clean laps, and at its

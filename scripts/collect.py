@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--out", type=Path, required=True, metavar="DATA", help="demonstration folder")
-    p.add_argument("--expert", default="track", choices=EXPERTS, help="which expert drives (default: track, the privileged track follower; with discrete actions it simulates 40 steps ahead before each action, about 26 ms a step)")
+    p.add_argument("--expert", default="track", choices=EXPERTS, help="which expert drives (default: track, the privileged track follower; with discrete actions it simulates 40 steps ahead before each action, 15-20 ms a step)")
     p.add_argument("--episodes", type=positive_int, default=20, help="episodes to record (default 20)")
     p.add_argument("--continuous", action="store_true", help="continuous actions (steer, gas, brake)")
     p.add_argument("--model", metavar="PATH", help="--expert ppo: its run folder (default: the shipped PPO expert)")

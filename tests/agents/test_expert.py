@@ -25,7 +25,7 @@ class _Actions:
 
 @pytest.mark.parametrize("continuous", [False, True])
 def test_track_expert_finishes_laps(continuous):
-    """One lap each (the discrete expert plans: 40 ms a step); its planned wheel angle drives seed 301 below."""
+    """One lap each (the discrete expert plans: 15-20 ms a step); its planned wheel angle drives seed 301 below."""
     env = make_env(continuous, pixels=False)
     expert = make_expert("track", env)
     assert continuous or expert.config.plan_horizon > 0  # the discrete default plans
