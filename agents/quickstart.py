@@ -190,7 +190,7 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
     best = metrics.get("best") or {}
     space = ("continuous (steer, gas, brake)" if cfg.continuous else {
         "wheel": "discrete (5; the network learns the front-wheel angle the expert plans and its speed above the expert's target, "
-                 "and drives by the pulse that steers its wheels there, braking by the expert's rule; the excess's error "
+                 "and drives by the pulse that steers its wheels there, braking where the expert would; the excess's error "
                  "weighted by brake / no brake)",
         "rates": f"discrete (5; the network learns each action's rate over the steps t-{cfg.rate_window}..t+{cfg.rate_window} and "
                  "drives by pulsing at those rates)",
