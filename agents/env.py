@@ -47,7 +47,7 @@ STEER_FIRST = 0.08  # rad: wheel_action steers instead of braking while its whee
 def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: np.ndarray | float) -> np.ndarray:
     """The discrete action that drives like a wheel-angle target, by the discrete track expert's
     speed rules on a speed excess (u/s above its target speed): brake (4) where the excess is above
-    WHEEL_BRAKE_EXCESS and the wheels are within STEER_FIRST of the target; else whichever of gas (3, the
+    BRAKE_EXCESS and the wheels are within STEER_FIRST of the target; else whichever of gas (3, the
     wheel unwinds), right (1) and left (2) brings the wheel from `wheel` nearest `target` (radians,
     as wheel_angle), with no action (0, the wheel unwinds as under gas) instead of gas where the
     excess is above 0 (the expert's coast band, TrackExpertConfig.coast). Fed the discrete track
@@ -61,7 +61,7 @@ def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: 
     target, wheel, excess = (np.asarray(a, dtype=np.float64) for a in (target, wheel, excess))
     nxt = wheel_after(wheel[None], WHEEL_CHOICES.reshape((3,) + (1,) * wheel.ndim))  # (3, ...)
     steer = WHEEL_CHOICES[np.abs(nxt - target[None]).argmin(0)]
-    brake = (excess > WHEEL_BRAKE_EXCESS) & (np.abs(target - wheel) <= STEER_FIRST)
+    brake = (excess > BRAKE_EXCESS) & (np.abs(target - wheel) <= STEER_FIRST)
     return np.where(brake, 4, np.where((steer == 3) & (excess > 0), 0, steer))
 
 
@@ -192,13 +192,8 @@ STATE_FIELDS = ("x", "y", "angle", "speed", "wheel_angle", "progress", "plan_whe
 # frame when it came (0: a perturbation dropped or delayed it: agents.perturb.PerturbedPolicy.saw); NaN in expert
 # demonstrations. Training cuts the windows the policy saw from it (datasets.windows.arrival_back).
 PLAN_AHEAD = 3
-BRAKE_EXCESS = 3.0  # the discrete track expert brakes when speed_excess is above this (its speed_margin)
-WHEEL_BRAKE_EXCESS = 4.0  # the wheel decoder brakes when the excess a wheel-angle network predicts is above this: the
-# network, its braking steps weighted in training (balance=weights, without which it never braked), predicts the excess
-# high where it brakes, and at the expert's margin it braked where the expert would not (a standstill at a bend of
-# seed 10006 it never left; laps too slow for 1000 steps). The weights of three quick starts on seeds 10000..10009:
-# margin 3 851.3, 855.5, 882.0 (7, 6, 5 laps), margin 4 907.8, 909.6, 903.6 (9, 10, 7 laps); on tuning seeds
-# 20000..20019 margins 3, 4, 5 finished 18, 20 and 11 laps of 20 (docs/results.md, 'The wheel decoder's brake margin')
+BRAKE_EXCESS = 3.0  # the discrete track expert brakes when speed_excess is above this (its speed_margin); so does the
+# wheel decoder, with the excess a wheel-angle network predicts
 SKIP_GAP = 20  # skipped_tiles: a run of untouched tiles this long or longer ends the car's progress
 WHEEL_DELAY = PLAN_AHEAD  # steps: WheelDecoder steers towards the angle the network asked for this many steps before
 
