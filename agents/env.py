@@ -218,13 +218,16 @@ class WheelDecoder:
 
     def reset(self) -> None:
         self.wheel = 0.0  # the front wheels' angle as this decoder's actions have turned them
-        self.aim = 0.0  # the angle steered towards at the last step
         self._asked: deque[float] = deque(maxlen=self.delay + 1)
+
+    @property
+    def aim(self) -> float:
+        """The angle steered towards at the last step (0 before the first)."""
+        return self._asked[0] if self._asked else 0.0
 
     def __call__(self, target: float, excess: float) -> int:
         """The action for this step's outputs: target (radians, positive = left) and excess (u/s)."""
         self._asked.append(float(target))
-        self.aim = self._asked[0]
         action = int(wheel_action(self.aim, excess, self.wheel))
         self.wheel = float(wheel_after(self.wheel, action))
         return action

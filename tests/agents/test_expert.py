@@ -5,7 +5,7 @@ import pytest
 
 from agents.env import BRAKE_EXCESS, PLAN_AHEAD, STEER_FIRST, WheelDecoder, make_env, wheel_action, wheel_after
 from agents.experts import make_expert
-from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, _Lookahead, _PlannerCar, racing_line
+from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, _ON_ROAD, _Lookahead, _PlannerCar, racing_line
 from agents.rollout import run_episode, summarize
 from nac.config import ConfigError
 
@@ -265,10 +265,10 @@ def test_the_planners_car_steps_as_gymnasiums_car():
         action, grass = int(rng.choice(5, p=[0.05, 0.15, 0.15, 0.6, 0.05])), t % 50 > 35
         for car in cars:
             for w in car.wheels:
-                w.tiles = set() if grass else {type("Road", (), {"road_friction": 1.0})()}
+                w.tiles = set() if grass else _ON_ROAD  # the planner's stand-in for a road tile
             car.steer(-0.6 * (action == 1) + 0.6 * (action == 2))
             car.gas(0.2 * (action == 3) + 0.9 * (t % 97 == 0))  # and a push past gas's 0.1-a-step ramp
-            car.brake(0.8 * (action == 4) + 0.2 * (t % 89 == 0))  # and blocked wheels
+            car.brake(0.8 * (action == 4) + 0.9 * (t % 89 == 0))  # and blocked wheels (brake >= 0.9)
             car.step(1 / 50)
             car.world.Step(1 / 50, 6 * 30, 2 * 30)
         a, b = cars
