@@ -154,13 +154,15 @@ def labels(store: FrameStore, rows: np.ndarray, device: torch.device, targets: d
 PLAN = STATE_FIELDS.index("plan_wheel_angle")
 EXCESS = STATE_FIELDS.index("speed_excess")
 WHEEL = STATE_FIELDS.index("wheel_angle")
+SPEED = STATE_FIELDS.index("speed")
 SAW = STATE_FIELDS.index("policy_saw")
 
 
 def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
     """Per-row targets, beyond the actions, of the network's outputs: the action rates (rate_window,
-    (N, A)); or the wheel angle the expert planned, the one the car had and the speed above the
-    expert's target speed, clipped to +-excess_scale in its units (wheel_target, (N,) each)."""
+    (N, A)); or the wheel angle the expert planned, the one the car had, the car's speed and the
+    speed output (wheel_target, (N,) each): the speed above the expert's target speed, clipped to
+    +-excess_scale in its units, or that target speed in its units (wheel_speed "target")."""
     if net.config.rate_window:
         return {"rates": store.action_rates(net.config.rate_window, net.config.outputs)}
     if not net.config.wheel_target:
@@ -175,8 +177,12 @@ def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
             "track expert records both (nacdrive collect --expert track, without --continuous), in demonstrations and DAgger "
             "rollouts recorded since it does; record them again"
         )
-    excess = np.clip(cols[1] / net.config.excess_scale, -1.0, 1.0).astype(np.float32)
-    return {"wheel_plan": cols[0], "wheel_now": store.state[:, WHEEL], "speed_excess": excess}
+    speed, scale = store.state[:, SPEED], net.config.excess_scale
+    if net.config.wheel_speed == "target":  # the expert's target speed, from which it took the excess
+        return {"wheel_plan": cols[0], "wheel_now": store.state[:, WHEEL], "speed_now": speed,
+                "speed_out": ((speed - cols[1]) / scale).astype(np.float32)}
+    return {"wheel_plan": cols[0], "wheel_now": store.state[:, WHEEL], "speed_now": speed,
+            "speed_out": np.clip(cols[1] / scale, -1.0, 1.0).astype(np.float32)}
 
 
 def shifted(frames: Tensor, index: Tensor, chunk_of_row: np.ndarray, pad: int, rng: np.random.Generator) -> Tensor:
@@ -227,11 +233,11 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         # before, which a row alone does not hold, so this accuracy is a diagnostic of the outputs, not of the driving)
         labels = batch["actions"].long()
         angle = WHEEL_LIMIT * torch.tanh(raw[:, 0].float())
-        excess_se = (raw[:, 1].float() - batch["speed_excess"].float()) ** 2
+        speed_se = (raw[:, 1].float() - batch["speed_out"].float()) ** 2  # the excess's or the target speed's
         if weights is not None:  # balanced: weights over (no brake, brake), see loss_classes; the angle is not reweighted
-            excess_se = excess_se * weights[(labels == 4).long()]
-        per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2 + excess_se
-        excess = (raw[:, 1].float() * net.config.excess_scale).detach().cpu().numpy()
+            speed_se = speed_se * weights[(labels == 4).long()]
+        per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2 + speed_se
+        excess = net.config.speed_excess(raw[:, 1].detach().float().cpu().numpy(), batch["speed_now"].cpu().numpy())
         decoded = wheel_action(angle.detach().cpu().numpy(), excess, batch["wheel_now"].cpu().numpy())
         return per_row, torch.from_numpy(decoded).to(raw.device) == labels
     if net.config.action_space == "discrete":

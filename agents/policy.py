@@ -7,6 +7,7 @@ step costs the same at step 5 as at step 900 and gives exactly what training's w
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.env import FPS, WHEEL_LIMIT, WheelDecoder
+from agents.env import FPS, WHEEL_LIMIT, WheelDecoder, frame_speed
 from nac.driving import DrivingNet
 from nac.config import ConfigError
 from nac.checkpoint import load_checkpoint
@@ -76,9 +77,11 @@ class DrivingPolicy:
     the policy follows its front wheels from its own actions (agents.env.wheel_after, from straight at
     reset) and takes the action that brings them nearest the angle the network asked for WHEEL_DELAY
     steps before (no action instead of gas where the speed excess it predicts is above 0), or brakes
-    when the excess is above the expert's margin (it counts
-    on every step being its own: a step that repeats its last action without asking, as dropped
-    frames do in agents.perturb, turns the real wheels without its model).
+    when the excess is above the expert's margin (it counts on every step being its own: a step
+    that repeats its last action without asking, as dropped frames do in agents.perturb, turns the
+    real wheels without its model). A network that learned the expert's target speed instead of
+    the excess (DrivingNetConfig.wheel_speed "target") is driven on the speed the frame's speed bar
+    shows above it (agents.env.frame_speed).
     By default (actions=None) each network gets its own (default_decoder).
     After each step `last` holds what the network produced (for overlays and analysis).
     """
@@ -140,7 +143,7 @@ class DrivingPolicy:
         h, self._streams[phase] = head.step(feat, self._streams[phase], self.net.head_time(t_))
         raw = self.net.readout(h)[0]  # (A,)
         self._steps += 1
-        return self._act(raw)
+        return self._act(raw, frame)
 
     def window(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The features (1, W, F) and times (1, W) the head saw at the latest step, as training's
@@ -154,15 +157,18 @@ class DrivingPolicy:
             picks.append(self._recent[n - 1 - back] if back < n and self._steps - 1 - back >= 0 else self._first)
         return torch.cat([f for f, _ in picks])[None], torch.cat([t for _, t in picks])[None]
 
-    def _act(self, raw: torch.Tensor) -> Any:
+    def _act(self, raw: torch.Tensor, frame: np.ndarray) -> Any:
         if self.continuous:
             action = self.net.squash(raw).float().cpu().numpy()
             self.last = {"action": action}
             return action
         if self.actions == "wheel":
-            target, excess = WHEEL_LIMIT * float(torch.tanh(raw[0].float())), self.net.config.excess_scale * float(raw[1])
+            target = WHEEL_LIMIT * float(torch.tanh(raw[0].float()))
+            speed = frame_speed(frame) if self.cfg.wheel_speed == "target" else math.nan  # what the speed bar shows
+            excess = float(self.cfg.speed_excess(float(raw[1]), speed))
             action = self._decoder(target, excess)  # the expert's own speed rules, on the excess the network sees
-            self.last = {"action": action, "wheel_target": target, "wheel_aim": self._decoder.aim, "speed_excess": excess, "brake": action == 4}
+            self.last = {"action": action, "wheel_target": target, "wheel_aim": self._decoder.aim, "speed_excess": excess,
+                         "speed_read": speed, "brake": action == 4}
             return action
         probs = torch.softmax(raw.float(), -1).cpu().numpy().astype(np.float64)
         if self.actions == "sample":

@@ -114,7 +114,7 @@ class QuickstartConfig:
     def train_config(self, data: str, run: str) -> TrainConfig:
         """The behaviour cloning of the job."""
         target = None if self.continuous else self.discrete_target
-        net = {"wheel": {"wheel_target": True}, "rates": {"rate_window": self.rate_window}}.get(target, {})
+        net = {"wheel": {"wheel_target": True, "wheel_speed": "target"}, "rates": {"rate_window": self.rate_window}}.get(target, {})
         # wheel: the speed excess's error weighted by brake / no brake (the expert brakes on ~1 % of steps; unweighted, the
         # network's excess stayed below the brake threshold at bend entries): 851.0 and 873.2 with 6 and 9 laps of 10
         # against 721.4 and 902.2 with 4 and 6 (docs/results.md, 'Discrete actions')

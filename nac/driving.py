@@ -23,6 +23,7 @@ from nac.checkpoint import build_loaded, load_checkpoint, save_checkpoint
 ACTION_SPACES = ("discrete", "continuous")
 DISCRETE_ACTIONS = 5  # gymnasium CarRacing: noop, right, left, gas, brake
 CONTINUOUS_ACTIONS = 3  # steer in [-1, 1], gas and brake in [0, 1]
+WHEEL_SPEEDS = ("excess", "target")  # a wheel-angle network's second output (DrivingNetConfig.wheel_speed)
 TASK = "carracing"
 
 
@@ -76,6 +77,11 @@ class DrivingNetConfig(ConfigDict):
     # nearest that angle (agents.env.wheel_action): what the pulses aim at, which a frame shows, rather than the pulses
     excess_scale: float = 20.0  # wheel_target: u/s; the speed excess is learned clipped to +-this, in units of it (the sign and
     # the last u/s before braking are what matter: -80 at low speed on a straight says no more than -20)
+    wheel_speed: str = "excess"  # wheel_target: what the second output is (WHEEL_SPEEDS): "excess", the car's speed above the
+    # expert's target speed; "target", the expert's target speed itself (in excess_scale units, unclipped: 20..75 u/s), and
+    # the policy's excess is the speed the frame's speed bar shows (agents.env.frame_speed) above it: the network then need
+    # not read the bar, a few faint pixels, which networks trained on the excess misread (at a standstill they predicted
+    # +2..+3 u/s and braked on, in 400 of 1000 steps of seed 10006)
 
     def __post_init__(self) -> None:
         need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
@@ -91,6 +97,8 @@ class DrivingNetConfig(ConfigDict):
         need(not self.wheel_target or self.action_space == "discrete", "wheel_target is for discrete actions")
         need(not (self.wheel_target and self.rate_window), "choose one of wheel_target and rate_window")
         need(self.excess_scale > 0, f"excess_scale must be > 0 (got {self.excess_scale})")
+        need(self.wheel_speed in WHEEL_SPEEDS, f"wheel_speed must be one of {', '.join(WHEEL_SPEEDS)} (got {self.wheel_speed!r})")
+        need(self.wheel_speed == "excess" or self.wheel_target, "wheel_speed is for wheel-angle networks (wheel_target)")
         self.head_config()  # validate the head options now, with the head's own messages
 
     @property
@@ -98,6 +106,11 @@ class DrivingNetConfig(ConfigDict):
         if self.wheel_target:
             return 2
         return DISCRETE_ACTIONS if self.action_space == "discrete" else CONTINUOUS_ACTIONS + int(self.brake_gate)
+
+    def speed_excess(self, out: Any, speed: Any) -> Any:
+        """A wheel-angle network's speed excess (u/s) from its second output (raw) and the car's speed
+        (u/s; unused for wheel_speed "excess"). Elementwise."""
+        return self.excess_scale * out if self.wheel_speed == "excess" else speed - self.excess_scale * out
 
     @property
     def span(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from nac.driving import WHEEL_SPEEDS
 from nac.heads import head_names
 from nac.pilotnet import DENSE
 from scripts.args import add_gap_flags, key_value, non_negative_int, positive_float, positive_int
@@ -81,6 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "the expert's target speed, instead of its steering pulses; the policy then brakes when that excess is "
                    "above the expert's margin (3 u/s), else takes the action that brings its wheels nearest that angle. "
                    "Needs demonstrations of the discrete track expert recorded with both")
+    p.add_argument("--wheel-speed", choices=WHEEL_SPEEDS,
+                   help="with --wheel-target, what the network learns of the speed: 'target' (default), the expert's target "
+                   "speed, which the policy compares with the speed the frame's speed bar shows; 'excess', the car's speed "
+                   "above that target, which the network then reads off the frames itself")
     p.add_argument("--speed-output", action="store_true", help="udacity: also predict each frame's recorded speed, which "
                    "'drive' then uses as its target speed (the driver's slowing before bends, learned)")
     p.add_argument("--init-from", metavar="RUN", help="start from this run's best weights (same network)")
@@ -103,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
             net["rate_window"] = args.rate_window
         if args.wheel_target:
             net["wheel_target"] = True
+            net["wheel_speed"] = args.wheel_speed or "target"
+    if args.wheel_speed and not args.wheel_target:
+        raise UserError("--wheel-speed says what a wheel-angle network learns of the speed: give it with --wheel-target")
     for flag, given in (("--rate-window", args.rate_window), ("--wheel-target", args.wheel_target)):
         if given and args.task != "carracing":
             raise UserError(f"{flag} is for --task carracing with discrete actions (Udacity steering is continuous)")

@@ -1,11 +1,11 @@
-"""The faster CarRacing draws gymnasium's frames exactly."""
+"""The faster CarRacing draws gymnasium's frames exactly; a policy reads its speed off them."""
 
 import gymnasium as gym
 import numpy as np
 import pygame
 import pytest
 
-from agents.env import ENV_ID, FAST_ID
+from agents.env import ENV_ID, FAST_ID, car_state, frame_speed, make_env
 from agents.experts import make_expert
 
 
@@ -37,3 +37,25 @@ def test_frames_are_gymnasiums_bit_for_bit(seed, randomize):
         if t % 40 == 0:
             assert np.array_equal(stock.render(), fast.render()), f"video frame at step {t}"
     assert stock.unwrapped.tile_visited_count > 10  # tiles were touched and recoloured
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_the_speed_bar_reads_the_cars_speed_within_1_6_units(seed):
+    """The expert drives up to speed, then the brakes stop the car, then gas with full lock spins it
+    on the grass: at every frame the bar's reading is within 1.6 u/s of the car's speed (what the
+    wheel decoder relies on), over the whole range from standstill."""
+    env = make_env(continuous=True)
+    obs, _ = env.reset(seed=seed)
+    expert = make_expert("track", env)
+    expert.reset()
+    speeds, errors = [], []
+    for t in range(420):
+        action = (expert.select_action(obs) if t < 250 else np.array([0.0, 0.0, 0.8], np.float32) if t < 330
+                  else np.array([-1.0, 0.5, 0.0], np.float32))
+        obs = env.step(action)[0]
+        speeds.append(car_state(env).speed)
+        errors.append(frame_speed(obs) - speeds[-1])
+    assert min(speeds) < 0.5 and max(speeds) > 60  # the range was covered, standstill included
+    assert np.abs(errors).max() <= 1.6, f"worst reading error {np.abs(errors).max():.2f} u/s at speed {speeds[int(np.abs(errors).argmax())]:.1f}"
+    with pytest.raises(ValueError, match="96 x 96 x 3"):
+        frame_speed(obs[:64])

@@ -121,6 +121,7 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["train", "--data", ".", "--out", "/tmp/x", "--lr", "-1"], "expected a number > 0, got '-1'"),
         (["train", "--data", ".", "--out", "/tmp/x", "--nac", "topk"], "expected KEY=VALUE, got 'topk'"),
         (["train", "--data", ".", "--out", "/tmp/x", "--task", "udacity", "--rate-window", "2"], "--rate-window is for --task carracing"),
+        (["train", "--data", ".", "--out", "/tmp/x", "--wheel-speed", "excess"], "give it with --wheel-target"),
         (["evaluate", "/nonexistent"], "config.json not found"),
         (["dagger", "--run", "/nonexistent"], "not a training run"),
         (["quickstart", "--seed", "10"], "include the held-out seeds 10000..10009"),
