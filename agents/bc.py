@@ -160,9 +160,9 @@ SAW = STATE_FIELDS.index("policy_saw")
 
 def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
     """Per-row targets, beyond the actions, of the network's outputs: the action rates (rate_window,
-    (N, A)); or the wheel angle the expert planned, the one the car had, the car's speed and the
-    speed output (wheel_target, (N,) each): the speed above the expert's target speed, clipped to
-    +-excess_scale in its units, or that target speed in its units (wheel_speed "target")."""
+    (N, A)); or the wheel angle the expert planned, the one the car had, the car's speed and its
+    speed above the expert's target speed, clipped to +-excess_scale in its units (wheel_target,
+    (N,) each)."""
     if net.config.rate_window:
         return {"rates": store.action_rates(net.config.rate_window, net.config.outputs)}
     if not net.config.wheel_target:
@@ -177,12 +177,14 @@ def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
             "track expert records both (nacdrive collect --expert track, without --continuous), in demonstrations and DAgger "
             "rollouts recorded since it does; record them again"
         )
-    speed, scale = store.state[:, SPEED], net.config.excess_scale
-    if net.config.wheel_speed == "target":  # the expert's target speed, from which it took the excess
-        return {"wheel_plan": cols[0], "wheel_now": store.state[:, WHEEL], "speed_now": speed,
-                "speed_out": ((speed - cols[1]) / scale).astype(np.float32)}
-    return {"wheel_plan": cols[0], "wheel_now": store.state[:, WHEEL], "speed_now": speed,
-            "speed_out": np.clip(cols[1] / scale, -1.0, 1.0).astype(np.float32)}
+    if net.config.wheel_speed == "target":
+        target = store.state[:, SPEED] - cols[1]  # the expert's target speed, from which it took the excess
+        lo, hi = net.config.target_speeds
+        if target.min() < lo - 1e-3 or target.max() > hi + 1e-3:
+            raise DataError(f"the expert's target speeds in these demonstrations span {target.min():.1f}..{target.max():.1f} u/s, "
+                            f"outside the network's target_speeds {lo:g}..{hi:g}: give net.target_speeds the expert's own bounds")
+    excess = np.clip(cols[1] / net.config.excess_scale, -1.0, 1.0).astype(np.float32)
+    return {"wheel_plan": cols[0], "wheel_now": store.state[:, WHEEL], "speed_now": store.state[:, SPEED], "speed_excess": excess}
 
 
 def shifted(frames: Tensor, index: Tensor, chunk_of_row: np.ndarray, pad: int, rng: np.random.Generator) -> Tensor:
@@ -233,7 +235,13 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         # before, which a row alone does not hold, so this accuracy is a diagnostic of the outputs, not of the driving)
         labels = batch["actions"].long()
         angle = WHEEL_LIMIT * torch.tanh(raw[:, 0].float())
-        speed_se = (raw[:, 1].float() - batch["speed_out"].float()) ** 2  # the excess's or the target speed's
+        scale, label = net.config.excess_scale, batch["speed_excess"].float()
+        if net.config.wheel_speed == "excess":
+            speed_se = (raw[:, 1].float() - label) ** 2
+        else:  # the excess the target implies at the recorded speed, its error censored as the label is clipped (at
+            # -1, far below the target, any excess below -1 is right): the excess's error where it decides, as "excess"
+            pred = net.config.speed_excess(raw[:, 1].float(), batch["speed_now"].float()) / scale
+            speed_se = torch.where(label <= -1.0, F.relu(pred + 1.0), torch.where(label >= 1.0, F.relu(1.0 - pred), pred - label)) ** 2
         if weights is not None:  # balanced: weights over (no brake, brake), see loss_classes; the angle is not reweighted
             speed_se = speed_se * weights[(labels == 4).long()]
         per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2 + speed_se

@@ -78,10 +78,12 @@ class DrivingNetConfig(ConfigDict):
     excess_scale: float = 20.0  # wheel_target: u/s; the speed excess is learned clipped to +-this, in units of it (the sign and
     # the last u/s before braking are what matter: -80 at low speed on a straight says no more than -20)
     wheel_speed: str = "excess"  # wheel_target: what the second output is (WHEEL_SPEEDS): "excess", the car's speed above the
-    # expert's target speed; "target", the expert's target speed itself (in excess_scale units, unclipped: 20..75 u/s), and
+    # expert's target speed; "target", the expert's target speed itself, within target_speeds (a sigmoid between them), and
     # the policy's excess is the speed the frame's speed bar shows (agents.env.frame_speed) above it: the network then need
     # not read the bar, a few faint pixels, which networks trained on the excess misread (at a standstill they predicted
-    # +2..+3 u/s and braked on, in 400 of 1000 steps of seed 10006)
+    # +2..+3 u/s and braked on, in 400 of 1000 steps of seed 10006), and it cannot ask for more than the expert's top speed
+    target_speeds: tuple[float, float] = (20.0, 75.0)  # wheel_speed "target": the least and most the expert's target speed
+    # can be (u/s; the discrete track expert's min_speed and max_speed, agents.experts.track.TrackExpertConfig)
 
     def __post_init__(self) -> None:
         need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
@@ -99,6 +101,9 @@ class DrivingNetConfig(ConfigDict):
         need(self.excess_scale > 0, f"excess_scale must be > 0 (got {self.excess_scale})")
         need(self.wheel_speed in WHEEL_SPEEDS, f"wheel_speed must be one of {', '.join(WHEEL_SPEEDS)} (got {self.wheel_speed!r})")
         need(self.wheel_speed == "excess" or self.wheel_target, "wheel_speed is for wheel-angle networks (wheel_target)")
+        self.target_speeds = tuple(float(v) for v in self.target_speeds)  # type: ignore[assignment]  # config.json holds a list
+        need(len(self.target_speeds) == 2 and 0 <= self.target_speeds[0] < self.target_speeds[1],
+             f"target_speeds must be two speeds, the least below the most (got {self.target_speeds})")
         self.head_config()  # validate the head options now, with the head's own messages
 
     @property
@@ -108,9 +113,13 @@ class DrivingNetConfig(ConfigDict):
         return DISCRETE_ACTIONS if self.action_space == "discrete" else CONTINUOUS_ACTIONS + int(self.brake_gate)
 
     def speed_excess(self, out: Any, speed: Any) -> Any:
-        """A wheel-angle network's speed excess (u/s) from its second output (raw) and the car's speed
-        (u/s; unused for wheel_speed "excess"). Elementwise."""
-        return self.excess_scale * out if self.wheel_speed == "excess" else speed - self.excess_scale * out
+        """A wheel-angle network's speed excess (u/s) from its second output (raw; a float, an array
+        or a tensor) and the car's speed (u/s; unused for wheel_speed "excess"). Elementwise."""
+        if self.wheel_speed == "excess":
+            return self.excess_scale * out
+        lo, hi = self.target_speeds
+        sigmoid = torch.sigmoid(out) if isinstance(out, Tensor) else 1.0 / (1.0 + np.exp(-np.asarray(out, dtype=np.float64)))
+        return speed - (lo + (hi - lo) * sigmoid)
 
     @property
     def span(self) -> int:

@@ -312,7 +312,7 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
     assert net.config.outputs == 2
     raw = torch.tensor([[0.0, 0.25], [float(np.arctanh(0.5)), 0.1], [float(np.arctanh(0.5)), -0.5]])
     batch = {"actions": torch.tensor([4, 2, 1]), "wheel_plan": torch.tensor([0.1, 0.2, 0.2]), "wheel_now": torch.zeros(3),
-             "speed_now": torch.full((3,), 50.0), "speed_out": torch.tensor([0.5, 0.0, -0.5])}
+             "speed_now": torch.full((3,), 50.0), "speed_excess": torch.tensor([0.5, 0.0, -0.5])}
     batch["classes"] = batch["actions"]
     per_row, correct = bc.loss_terms(net, raw, batch, None)
     expected = torch.tensor([(0.1 / 0.4) ** 2 + 0.25**2, 0.1**2, 0.0])
@@ -337,13 +337,13 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
     assert np.isclose(w[brakes].mean(), 1.0) and np.isclose(w[1] * 2, w[0] * 6)
     assert np.array_equal(task.batches.targets["wheel_plan"], store.state[:, 6]) and np.isfinite(store.state[:, 6]).all()
     assert np.array_equal(task.batches.targets["wheel_now"], store.state[:, 4])
-    excess = task.batches.targets["speed_out"]  # speed above the expert's target, clipped to +-20 u/s, in units of 20
+    excess = task.batches.targets["speed_excess"]  # speed above the expert's target, clipped to +-20 u/s, in units of 20
     assert np.allclose(excess, np.clip(store.state[:, 7] / 20.0, -1, 1)) and np.isfinite(excess).all()
     assert excess.min() == -1.0 and (store.state[:, 3][excess > 0.15] > 0).all()  # slow starts: far below; braking: above
     # excess_scale: the excess in units of 5 u/s, clipped to +-5 (training and policy alike)
     narrow = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "z", net={"wheel_target": True, "excess_scale": 5.0}, val_episodes=["demos:0"]),
                               bc.Demos.load([tiny_demos]), False)
-    assert np.allclose(narrow.batches.targets["speed_out"], np.clip(store.state[:, 7] / 5.0, -1, 1))
+    assert np.allclose(narrow.batches.targets["speed_excess"], np.clip(store.state[:, 7] / 5.0, -1, 1))
     narrow_net = DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True, excess_scale=5.0))
     assert bc.loss_terms(narrow_net, raw, batch, None)[1].tolist() == [False, True, False]  # 0.25 x 5 = 1.25 u/s: no brake
     with pytest.raises(ConfigError, match="excess_scale must be > 0"):
@@ -382,26 +382,35 @@ def test_a_wheel_angle_network_can_learn_the_experts_target_speed_and_read_its_o
     from agents.env import frame_speed
     from nac.driving import DrivingNet, DrivingNetConfig
 
-    # wheel_speed "target": the second output is the expert's target speed in units of 20 u/s, unclipped; the excess
-    # it decodes to is the car's speed above it (training: the recorded speed; the policy: the frame's speed bar)
+    # wheel_speed "target": the second output is the expert's target speed, a sigmoid between 20 and 75 u/s; the excess
+    # is the car's speed above it (training: the recorded speed; the policy: the frame's speed bar)
     net = DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True, wheel_speed="target"))
-    raw = torch.tensor([[0.0, 2.0], [0.0, 2.0], [0.0, 3.5]])
-    batch = {"actions": torch.tensor([4, 3, 0]), "wheel_plan": torch.zeros(3), "wheel_now": torch.zeros(3),
-             "speed_now": torch.tensor([45.0, 41.0, 71.0]), "speed_out": torch.tensor([2.25, 2.0, 3.5])}
+    logit = lambda v: float(np.log((v - 20.0) / (75.0 - v)))  # noqa: E731  # the output that asks for target speed v
+    assert np.allclose(net.config.speed_excess(np.array([logit(40.0), logit(70.0), 50.0]), np.array([45.0, 71.0, 80.0])), [5.0, 1.0, 5.0])
+    assert float(net.config.speed_excess(torch.tensor(-50.0), torch.tensor(0.0))) == -20.0  # never below the expert's least
+    # the loss: the implied excess's error in units of 20 u/s, censored where the label is clipped (far below the target,
+    # any excess below -20 u/s is right; far above it, any above +20)
+    raw = torch.tensor([[0.0, logit(40.0)], [0.0, logit(40.0)], [0.0, logit(70.0)], [0.0, logit(60.0)], [0.0, logit(70.0)]])
+    batch = {"actions": torch.tensor([4, 3, 0, 3, 3]), "wheel_plan": torch.zeros(5), "wheel_now": torch.zeros(5),
+             "speed_now": torch.tensor([45.0, 41.0, 71.0, 30.0, 30.0]), "speed_excess": torch.tensor([0.25, 0.0, 0.05, -1.0, -1.0])}
     per_row, correct = bc.loss_terms(net, raw, batch, None)
-    assert torch.allclose(per_row, torch.tensor([0.25**2, 0.0, 0.0]))
+    # row 3: 30 - 60 = -30 u/s, beyond the clip like its label: no error; row 4: -40, likewise
+    assert torch.allclose(per_row, torch.tensor([0.0, 0.05**2, 0.0, 0.0, 0.0]), atol=1e-5)
+    batch["speed_excess"][3] = -0.5  # had the label been -10 u/s, the -30 would be 1 unit off
+    assert torch.isclose(bc.loss_terms(net, raw, batch, None)[0][3], torch.tensor(1.0), atol=1e-4)
     # 45 - 40 = 5 u/s above: brake; 41 - 40 = 1: coast (no gas above the target), not gas; 71 - 70 = 1: coast
-    assert correct.tolist() == [True, False, True]
-    assert np.allclose(net.config.speed_excess(np.array([2.0, 3.5]), np.array([45.0, 71.0])), [5.0, 1.0])
+    assert correct.tolist()[:3] == [True, False, True]
     task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True, "wheel_speed": "target"},
                                  val_episodes=["demos:0"]), bc.Demos.load([tiny_demos]), False)
     state = task.train_windows.store.state
-    target = task.batches.targets["speed_out"] * 20.0
-    assert np.allclose(target, state[:, 3] - state[:, 7], atol=1e-4)  # speed - excess: the expert's target speed
-    assert target.min() >= 20.0 - 1e-3 and target.max() <= 75.0 + 1e-3 and target.max() > 40.0  # its bounds, unclipped
     assert np.array_equal(task.batches.targets["speed_now"], state[:, 3])
+    assert np.allclose(task.batches.targets["speed_excess"], np.clip(state[:, 7] / 20.0, -1, 1))  # the same label as "excess"
+    with pytest.raises(DataError, match="outside the network's target_speeds 20..60"):
+        bc.net_targets(DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True, wheel_speed="target", target_speeds=(20, 60))),
+                       task.train_windows.store)
     train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"wheel_target": True, "wheel_speed": "target"}), quiet=True)
     policy = DrivingPolicy.from_run(tmp_path / "run")
+    assert policy.cfg.target_speeds == (20.0, 75.0)  # read back from config.json
     outs, readout = [], policy.net.readout
     policy.net.readout = lambda h: outs.append(readout(h)) or outs[-1]  # the network's raw outputs, as the policy got them
     reads = []
@@ -409,13 +418,16 @@ def test_a_wheel_angle_network_can_learn_the_experts_target_speed_and_read_its_o
         a = policy.select_action(f)
         reads.append(policy.last["speed_read"])
         assert reads[-1] == frame_speed(f)  # the speed the policy drives on is the bar's
-        assert np.isclose(policy.last["speed_excess"], reads[-1] - 20.0 * float(outs[-1][0, 1]), atol=1e-5)
+        target = 20.0 + 55.0 * float(torch.sigmoid(outs[-1][0, 1]))
+        assert np.isclose(policy.last["speed_excess"], reads[-1] - target, atol=1e-4)
         assert policy.last["brake"] == (a == 4) == (policy.last["speed_excess"] > 3.0)
     assert reads[0] < 5.0 < reads[-1]  # the expert's episode starts from standstill
     with pytest.raises(ConfigError, match="wheel_speed must be one of excess, target"):
         DrivingNetConfig(wheel_target=True, wheel_speed="speed")
     with pytest.raises(ConfigError, match="wheel_speed is for wheel-angle networks"):
         DrivingNetConfig(wheel_speed="target")
+    with pytest.raises(ConfigError, match="target_speeds must be two speeds"):
+        DrivingNetConfig(wheel_target=True, wheel_speed="target", target_speeds=(75, 20))
 
 
 def test_the_l1_loss_is_the_mean_absolute_error():
