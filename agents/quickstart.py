@@ -55,8 +55,8 @@ class QuickstartConfig:
     head: str = "nac"  # the sequence head to train
     continuous: bool = True  # continuous actions (the expert finishes every lap); False: 5 discrete
     discrete_target: str = "wheel"  # discrete only, what the network learns (DISCRETE_TARGETS): "wheel", the front-wheel angle the
-    # expert plans and its speed above the expert's target, driven by the pulse that steers the wheels there (train
-    # --wheel-target); "rates", each action's rate over t-R..t+R, driven by pulsing at those rates (train --rate-window);
+    # expert plans and the expert's target speed, driven by the pulse that steers the wheels there and braking on the speed
+    # bar's speed above the target (train --wheel-target --wheel-speed target); "rates", each action's rate over t-R..t+R, driven by pulsing at those rates (train --rate-window);
     # "actions", the expert's action itself, driven by argmax (docs/results.md, 'Discrete actions')
     rate_window: int = 4  # "rates": R
     # None: the recipe measured best for the action space and head (recipe_for, above)
@@ -189,9 +189,9 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
     dag = json.loads((run / "dagger.json").read_text())
     best = metrics.get("best") or {}
     space = ("continuous (steer, gas, brake)" if cfg.continuous else {
-        "wheel": "discrete (5; the network learns the front-wheel angle the expert plans and its speed above the expert's target, "
-                 "and drives by the pulse that steers its wheels there, braking where the expert would; the excess's error "
-                 "weighted by brake / no brake)",
+        "wheel": "discrete (5; the network learns the front-wheel angle the expert plans and the expert's target speed, "
+                 "and drives by the pulse that steers its wheels there, braking where the expert would on the speed the "
+                 "frame's speed bar shows above that target; the excess's error weighted by brake / no brake)",
         "rates": f"discrete (5; the network learns each action's rate over the steps t-{cfg.rate_window}..t+{cfg.rate_window} and "
                  "drives by pulsing at those rates)",
         "actions": "discrete (5; the likeliest action each step)"}[cfg.discrete_target])

@@ -22,11 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", default="runs/quickstart", help="output folder (default runs/quickstart)")
     p.add_argument("--head", default="nac", choices=head_names(), help="sequence head to train (default nac)")
-    p.add_argument("--discrete", action="store_true", help="5 discrete actions instead of continuous (steer, gas, brake); the policy does not "
-                   "reach the expert yet (docs/results.md, 'Discrete actions')")
+    p.add_argument("--discrete", action="store_true", help="5 discrete actions instead of continuous (steer, gas, brake); the policy comes near "
+                   "the expert on most training seeds, not all yet (docs/results.md, 'Discrete actions')")
     p.add_argument("--discrete-target", choices=DISCRETE_TARGETS, help="with --discrete, what the network learns: wheel (default), the "
-                   "front-wheel angle the expert plans and its speed above the expert's target, driven by the pulse that steers the "
-                   "wheels there; rates, each action's rate over the steps t-R..t+R, driven by pulsing at those rates; actions, the "
+                   "front-wheel angle the expert plans and the expert's target speed, driven by the pulse that steers the wheels there "
+                   "and braking on the speed bar's speed above the target; rates, each action's rate over the steps t-R..t+R, driven by pulsing at those rates; actions, the "
                    "expert's action itself, driven by argmax")
     p.add_argument("--rate-window", type=positive_int, help="with --discrete-target rates: R (default 4)")
     p.add_argument("--episodes", type=positive_int, help="expert demonstrations (default 50; 30 with --discrete, whose expert plans)")
