@@ -116,6 +116,23 @@ def test_a_round_records_expert_labels_and_trains_on(tiny_demos, tmp_path):
     assert len(again["rounds"]) == 1 and len(DemoSet(run / "dagger").seeds()) == 2
 
 
+def test_a_copied_run_trains_in_its_own_folder(tiny_demos, tmp_path):
+    """A run copied elsewhere (its config naming the folder it was trained in) is trained where it is
+    now, on its own rollouts; the folder it was copied from is left alone."""
+    import shutil
+
+    run, moved = tmp_path / "run", tmp_path / "elsewhere" / "run"
+    train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
+    shutil.copytree(run, moved)
+    before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
+    dagger(DaggerConfig(run=str(moved), rounds=1, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none"), quiet=True)
+    assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before  # the original untouched
+    assert json.loads((moved / "metrics.json").read_text())["epochs"] == 2
+    cfg = json.loads((moved / "config.json").read_text())["train"]
+    assert cfg["out"] == str(moved) and cfg["data"] == [tiny_demos, str(moved / "dagger")]
+    assert DemoSet(moved / "dagger").seeds() == [1_000_000]
+
+
 class _Counting:
     """A policy that takes timestamps, as DrivingPolicy does, and counts the frames it was given."""
 

@@ -193,7 +193,7 @@ def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     from agents.quickstart import QuickstartConfig
     from nac.config import ConfigError
 
-    assert QuickstartConfig(continuous=False).train_config("d", "r").net == {"wheel_target": True}
+    assert QuickstartConfig(continuous=False).train_config("d", "r").net == {"wheel_target": True, "wheel_speed": "target"}
     # the wheel target's excess is weighted by brake / no brake; the other targets keep the default (auto)
     assert QuickstartConfig(continuous=False).train_config("d", "r").balance == "weights"
     assert QuickstartConfig(continuous=False, discrete_target="rates").train_config("d", "r").balance == "auto"
