@@ -56,8 +56,9 @@ class QuickstartConfig:
     continuous: bool = True  # continuous actions (the expert finishes every lap); False: 5 discrete
     discrete_target: str = "wheel"  # discrete only, what the network learns (DISCRETE_TARGETS): "wheel", the front-wheel angle the
     # expert plans and the expert's target speed, driven by the pulse that steers the wheels there and braking on the speed
-    # bar's speed above the target (train --wheel-target --wheel-speed target); "rates", each action's rate over t-R..t+R, driven by pulsing at those rates (train --rate-window);
-    # "actions", the expert's action itself, driven by argmax (docs/results.md, 'Discrete actions')
+    # bar's speed above the target (train --wheel-target --wheel-speed target); "rates", each action's rate over t-R..t+R,
+    # driven by pulsing at those rates (train --rate-window); "actions", the expert's action itself, driven by argmax
+    # (docs/results.md, 'Discrete actions')
     rate_window: int = 4  # "rates": R
     # None: the recipe measured best for the action space and head (recipe_for, above)
     episodes: int | None = None  # expert demonstrations (seeds 1000 * seed ..)
