@@ -235,18 +235,18 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         # before, which a row alone does not hold, so this accuracy is a diagnostic of the outputs, not of the driving)
         labels = batch["actions"].long()
         angle = WHEEL_LIMIT * torch.tanh(raw[:, 0].float())
-        scale, label = net.config.excess_scale, batch["speed_excess"].float()
+        label = batch["speed_excess"].float()
+        excess = net.config.speed_excess(raw[:, 1].float(), batch["speed_now"].float())  # u/s
         if net.config.wheel_speed == "excess":
             speed_se = (raw[:, 1].float() - label) ** 2
         else:  # the excess the target implies at the recorded speed, its error censored as the label is clipped (at
             # -1, far below the target, any excess below -1 is right): the excess's error where it decides, as "excess"
-            pred = net.config.speed_excess(raw[:, 1].float(), batch["speed_now"].float()) / scale
+            pred = excess / net.config.excess_scale
             speed_se = torch.where(label <= -1.0, F.relu(pred + 1.0), torch.where(label >= 1.0, F.relu(1.0 - pred), pred - label)) ** 2
         if weights is not None:  # balanced: weights over (no brake, brake), see loss_classes; the angle is not reweighted
             speed_se = speed_se * weights[(labels == 4).long()]
         per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2 + speed_se
-        excess = net.config.speed_excess(raw[:, 1].detach().float().cpu().numpy(), batch["speed_now"].cpu().numpy())
-        decoded = wheel_action(angle.detach().cpu().numpy(), excess, batch["wheel_now"].cpu().numpy())
+        decoded = wheel_action(angle.detach().cpu().numpy(), excess.detach().cpu().numpy(), batch["wheel_now"].cpu().numpy())
         return per_row, torch.from_numpy(decoded).to(raw.device) == labels
     if net.config.action_space == "discrete":
         labels = batch["actions"].long()

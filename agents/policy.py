@@ -165,7 +165,7 @@ class DrivingPolicy:
         if self.actions == "wheel":
             target = WHEEL_LIMIT * float(torch.tanh(raw[0].float()))
             speed = frame_speed(frame) if self.cfg.wheel_speed == "target" else math.nan  # what the speed bar shows
-            excess = float(self.cfg.speed_excess(float(raw[1]), speed))
+            excess = float(self.cfg.speed_excess(raw[1].double(), speed))
             action = self._decoder(target, excess)  # the expert's own speed rules, on the excess the network sees
             self.last = {"action": action, "wheel_target": target, "wheel_aim": self._decoder.aim, "speed_excess": excess,
                          "speed_read": speed, "brake": action == 4}

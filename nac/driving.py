@@ -112,14 +112,13 @@ class DrivingNetConfig(ConfigDict):
             return 2
         return DISCRETE_ACTIONS if self.action_space == "discrete" else CONTINUOUS_ACTIONS + int(self.brake_gate)
 
-    def speed_excess(self, out: Any, speed: Any) -> Any:
-        """A wheel-angle network's speed excess (u/s) from its second output (raw; a float, an array
-        or a tensor) and the car's speed (u/s; unused for wheel_speed "excess"). Elementwise."""
+    def speed_excess(self, out: Tensor, speed: Tensor | float) -> Tensor:
+        """A wheel-angle network's speed excess (u/s) from its second output (raw) and the car's speed
+        (u/s; unused for wheel_speed "excess"). Elementwise."""
         if self.wheel_speed == "excess":
             return self.excess_scale * out
         lo, hi = self.target_speeds
-        sigmoid = torch.sigmoid(out) if isinstance(out, Tensor) else 1.0 / (1.0 + np.exp(-np.asarray(out, dtype=np.float64)))
-        return speed - (lo + (hi - lo) * sigmoid)
+        return speed - (lo + (hi - lo) * torch.sigmoid(out))
 
     @property
     def span(self) -> int:

@@ -386,7 +386,8 @@ def test_a_wheel_angle_network_can_learn_the_experts_target_speed_and_read_its_o
     # is the car's speed above it (training: the recorded speed; the policy: the frame's speed bar)
     net = DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True, wheel_speed="target"))
     logit = lambda v: float(np.log((v - 20.0) / (75.0 - v)))  # noqa: E731  # the output that asks for target speed v
-    assert np.allclose(net.config.speed_excess(np.array([logit(40.0), logit(70.0), 50.0]), np.array([45.0, 71.0, 80.0])), [5.0, 1.0, 5.0])
+    excess = net.config.speed_excess(torch.tensor([logit(40.0), logit(70.0), 50.0], dtype=torch.float64), torch.tensor([45.0, 71.0, 80.0]))
+    assert np.allclose(excess.numpy(), [5.0, 1.0, 5.0])
     assert float(net.config.speed_excess(torch.tensor(-50.0), torch.tensor(0.0))) == -20.0  # never below the expert's least
     # the loss: the implied excess's error in units of 20 u/s, censored where the label is clipped (far below the target,
     # any excess below -20 u/s is right; far above it, any above +20)
