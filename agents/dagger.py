@@ -51,6 +51,10 @@ class DaggerConfig:
     run: str  # a training run folder (nacdrive train)
     expert: str = "track"  # who labels the frames
     rounds: int = 2  # rounds of rollouts + training (the recipe's two: agents/pretrained/README.md)
+    until: float = 0.0  # > 0: after `rounds`, one more round while the last round's rollouts averaged a return below this,
+    # up to max_rounds in all: the extra round goes only to a draw that needs it (the discrete quick start's last rollout
+    # mean foretold its final return in six runs of six: docs/results.md, 'More rounds while the rollouts fall short')
+    max_rounds: int = 0  # with until: the most rounds in all (> rounds)
     episodes: int = 10  # policy rollouts per round
     beta: float | None = None  # round r executes the expert's action with probability beta ** r (0: the policy drives
     # alone); None: the recipe's for the run's head and action space (recipe_beta)
@@ -76,6 +80,9 @@ class DaggerConfig:
     def __post_init__(self) -> None:
         check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
         need(self.rounds >= 1, f"rounds must be >= 1 (got {self.rounds})")
+        need(self.until >= 0, f"until must be >= 0 (a mean return; 0: no extra rounds; got {self.until})")
+        need(not self.until or self.max_rounds > self.rounds,
+             f"with until, max-rounds must be more than rounds ({self.rounds}; got {self.max_rounds}): the most rounds in all")
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.beta is None or 0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
         need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
@@ -148,6 +155,16 @@ class MixedDriver:
         return action
 
 
+def more_rounds(cfg: DaggerConfig, rounds: list[dict[str, Any]], done: int) -> bool:
+    """Whether a round follows the `done` trained ones: one begun (its rollouts, maybe interrupted) is
+    finished; then up to cfg.rounds; then while the last round's rollouts averaged below cfg.until,
+    up to cfg.max_rounds. A round's rollouts are driven by the weights before its training, so the
+    test is on the policy one round behind: a measure, not a promise (docs/results.md)."""
+    if done < len(rounds) or done < cfg.rounds:
+        return True
+    return bool(cfg.until) and done < cfg.max_rounds and rounds[-1]["rollout_mean_return"] < cfg.until
+
+
 def rollout_perturbation(perturb: str, stride_jitter: int) -> str | None:
     """The perturbation a run's perturbed rollouts drive under (None: none), for DaggerConfig.perturb
     and the run's training windows' largest frame gap."""
@@ -206,11 +223,14 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     rounds_done = len([r for r in state["rounds"] if r.get("trained")])
     spec = rollout_perturbation(cfg.perturb, TrainConfig.from_dict(saved["train"]).stride_jitter or 1)
     base = recipe_beta(saved["net"]["head"], continuous) if cfg.beta is None else cfg.beta
-    for r in range(rounds_done + 1, cfg.rounds + 1):
+    r = rounds_done
+    while more_rounds(cfg, state["rounds"], r):
+        r += 1
         beta = base**r
         seeds = [cfg.seed_start + (r - 1) * cfg.episodes + i for i in range(cfg.episodes)]
         if len(state["rounds"]) < r:
-            state["rounds"].append({"round": r, "beta": beta, "seeds": seeds, "perturb": spec, "trained": False})
+            state["rounds"].append({"round": r, "beta": beta, "seeds": seeds, "perturb": spec, "trained": False,
+                                    **({"extra": True} if r > cfg.rounds else {})})
             write_json(state_path, state)
         todo = [s for s in seeds if s not in set(demos.seeds())]
         if todo:

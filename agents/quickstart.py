@@ -68,6 +68,9 @@ class QuickstartConfig:
     stride_jitter: int | None = None  # > 1: training windows with frame gaps of 1..J steps (true timestamps kept), for a share ...
     regular_share: float | None = None  # ... 1 - P of them (train --stride-jitter / --regular-share)
     dagger_rounds: int = 2  # DAgger rounds (the pretrained policies' recipe)
+    dagger_until: float = 880.0  # then one more round while the last round's rollouts averaged below this return ...
+    dagger_max_rounds: int | None = None  # ... up to this many rounds in all (None: dagger_rounds + 1; dagger --until /
+    # --max-rounds; docs/results.md, 'More rounds while the rollouts fall short')
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
     dagger_epochs: int | None = None  # training after each DAgger round
     lr: float | None = None  # Adam's learning rate, behaviour cloning and DAgger rounds alike
@@ -86,6 +89,8 @@ class QuickstartConfig:
         for name, value in recipe.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        if self.dagger_max_rounds is None:
+            self.dagger_max_rounds = self.dagger_rounds + 1
         need(self.episodes >= 2, f"episodes must be >= 2 (one is held out for validation; got {self.episodes})")
         need(all(m is None or m > 0 for m in (self.train_minutes, self.dagger_minutes)), "training minutes must be > 0")
         need(self.train_epochs >= 1 and self.dagger_epochs >= 1, "training epochs must be >= 1")
@@ -107,7 +112,7 @@ class QuickstartConfig:
     def dagger_config(self, run: str) -> DaggerConfig:
         """The DAgger rounds of the job (rollout seeds from FIRST_SEED + 1000 * seed)."""
         return DaggerConfig(
-            run=run, rounds=self.dagger_rounds, episodes=self.dagger_episodes, epochs=self.dagger_epochs, minutes=self.dagger_minutes,
+            run=run, rounds=self.dagger_rounds, until=self.dagger_until, max_rounds=self.dagger_max_rounds, episodes=self.dagger_episodes, epochs=self.dagger_epochs, minutes=self.dagger_minutes,
             workers=self.workers, max_steps=self.max_steps, seed_start=FIRST_SEED + 1000 * self.seed, beta=self.dagger_beta,
             takeover=self.dagger_takeover, perturb=self.dagger_perturb,
         )
@@ -162,7 +167,10 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("train", t0)
 
     t0 = time.monotonic()
-    _stage(f"3/5 {cfg.dagger_rounds} DAgger rounds: {cfg.dagger_episodes} policy rollouts labelled by the expert, {_count(cfg.dagger_epochs, 'epoch')} of training each")
+    extra = (f" (up to {cfg.dagger_max_rounds} while a round's rollouts average below {cfg.dagger_until:g})"
+             if cfg.dagger_until and cfg.dagger_max_rounds > cfg.dagger_rounds else "")
+    _stage(f"3/5 {cfg.dagger_rounds} DAgger rounds{extra}: {cfg.dagger_episodes} policy rollouts labelled by the expert, "
+           f"{_count(cfg.dagger_epochs, 'epoch')} of training each")
     dagger(cfg.dagger_config(str(run)))
     timed("dagger", t0)
 

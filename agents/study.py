@@ -59,6 +59,8 @@ class Recipe(ConfigDict):
 
     epochs: int = 4  # behaviour-cloning epochs on the demonstrations
     dagger_rounds: int = 2  # DAgger rounds after it (0: pure behaviour cloning)
+    dagger_until: float = 0.0  # > 0: then one more round while the last round's rollouts averaged below this return (dagger --until) ...
+    dagger_max_rounds: int = 0  # ... up to this many rounds in all (dagger --max-rounds)
     dagger_episodes: int = 10  # policy rollouts per round, labelled by the expert
     dagger_epochs: int = 2  # training epochs after each round
     dagger_beta: float | None = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r; None: the
@@ -107,7 +109,7 @@ class Recipe(ConfigDict):
 
     def dagger_config(self, run: str, expert: str, seed: int, max_steps: int = EPISODE_STEPS) -> DaggerConfig:
         """This recipe's DAgger rounds after the behaviour cloning of one run (one rollout process)."""
-        return DaggerConfig(run=run, expert=expert, rounds=self.dagger_rounds, episodes=self.dagger_episodes, beta=self.dagger_beta,
+        return DaggerConfig(run=run, expert=expert, rounds=self.dagger_rounds, until=self.dagger_until, max_rounds=self.dagger_max_rounds, episodes=self.dagger_episodes, beta=self.dagger_beta,
                             epochs=self.dagger_epochs, workers=1, max_steps=max_steps, off_road_steps=self.dagger_off_road,
                             takeover=self.dagger_takeover, perturb=self.dagger_perturb, seed_start=FIRST_SEED + seed * 1000)  # each training seed has its own rollouts
 

@@ -36,6 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "so that the recipe is the same on any machine)")
     add_gap_flags(p)
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
+    p.add_argument("--dagger-until", type=non_negative_float, default=QuickstartConfig.dagger_until, metavar="RETURN",
+                   help="then one more round while the last round's rollouts averaged a return below RETURN, up to --dagger-max-rounds "
+                        f"(default {QuickstartConfig.dagger_until:g}; 0: exactly --dagger-rounds; see 'nacdrive dagger --help')")
+    p.add_argument("--dagger-max-rounds", type=positive_int, metavar="N", help="with --dagger-until, the most DAgger rounds in all "
+                   "(default: --dagger-rounds + 1)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-epochs", type=positive_int, help="training epochs after each DAgger round (default 1; 2 with --discrete)")
     p.add_argument("--dagger-beta", type=float, help="DAgger round r executes the expert's action with probability beta**r "
@@ -67,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = QuickstartConfig(
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
-        train_epochs=args.train_epochs, lr=args.lr, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds, dagger_episodes=args.dagger_episodes,
+        train_epochs=args.train_epochs, lr=args.lr, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds,
+        dagger_until=args.dagger_until, dagger_max_rounds=args.dagger_max_rounds, dagger_episodes=args.dagger_episodes,
         dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover, dagger_perturb=args.dagger_perturb,
         eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
         **{k: v for k, v in (("discrete_target", args.discrete_target), ("rate_window", args.rate_window)) if v is not None},  # None: the default

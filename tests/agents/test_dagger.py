@@ -8,7 +8,7 @@ import pytest
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.env import STATE_FIELDS
-from agents.dagger import DaggerConfig, MixedDriver, dagger, rollout_perturbation, rollout_returns
+from agents.dagger import DaggerConfig, MixedDriver, dagger, more_rounds, rollout_perturbation, rollout_returns
 from datasets.demos import DemoSet
 from nac import ConfigError
 
@@ -131,6 +131,33 @@ def test_a_copied_run_trains_in_its_own_folder(tiny_demos, tmp_path):
     cfg = json.loads((moved / "config.json").read_text())["train"]
     assert cfg["out"] == str(moved) and cfg["data"] == [tiny_demos, str(moved / "dagger")]
     assert DemoSet(moved / "dagger").seeds() == [1_000_000]
+
+
+def test_more_rounds_go_on_while_the_last_rollouts_fall_short_up_to_the_cap():
+    cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=3)
+    trained = lambda *means: [{"round": i + 1, "trained": True, "rollout_mean_return": m} for i, m in enumerate(means)]
+    assert more_rounds(cfg, [], 0) and more_rounds(cfg, trained(700.0), 1)  # the rounds asked for, whatever their rollouts
+    assert more_rounds(cfg, trained(910.0, 716.3), 2)  # the second round's rollouts fell short: a third
+    assert not more_rounds(cfg, trained(910.0, 904.2), 2)  # they did not: done
+    assert not more_rounds(cfg, trained(910.0, 716.3, 700.0), 3)  # the cap
+    assert not more_rounds(DaggerConfig(run="x", rounds=2), trained(910.0, 716.3), 2)  # no until: exactly `rounds`
+    begun = [*trained(910.0, 904.2), {"round": 3, "trained": False}]
+    assert more_rounds(cfg, begun, 2)  # a round begun (rollouts recorded, then interrupted) is finished, whatever came after
+    for bad, match in (({"until": -1.0}, "until must be >= 0"), ({"until": 880.0, "max_rounds": 2}, "max-rounds must be more than rounds")):
+        with pytest.raises(ConfigError, match=match):
+            DaggerConfig(run="x", rounds=2, **bad)
+
+
+def test_an_extra_round_follows_rollouts_below_until_and_is_marked(tiny_demos, tmp_path):
+    run = tmp_path / "run"
+    train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
+    # 30-step rollouts cannot average 10 000: the extra round comes, up to the cap, with its own seeds
+    cfg = DaggerConfig(run=str(run), rounds=1, until=10_000.0, max_rounds=2, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none")
+    state = dagger(cfg, quiet=True)
+    assert [(r["round"], r.get("extra", False), r["trained"]) for r in state["rounds"]] == [(1, False, True), (2, True, True)]
+    assert DemoSet(run / "dagger").seeds() == [1_000_000, 1_000_001]
+    assert json.loads((run / "metrics.json").read_text())["epochs"] == 3
+    assert len(dagger(cfg, quiet=True)["rounds"]) == 2  # again: the cap holds
 
 
 class _Counting:
