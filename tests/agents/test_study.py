@@ -105,6 +105,13 @@ def test_variants_parse_and_refuse():
         parse_variant("x:val_fraction=1")
     with pytest.raises(ConfigError, match="balance must be one of auto, weights, sampler, none"):
         parse_variant("x:balance=equal")
+    with pytest.raises(ConfigError, match="DAgger rounds' with until, max-rounds must be more than rounds"):
+        parse_variant("x:dagger_until=880")
+    # the extra rounds reach the runs' DAgger (dagger --until / --max-rounds); a recipe without them has exactly its rounds
+    from agents.study import Recipe
+
+    d = Recipe.from_dict(parse_variant("x:dagger_until=880,dagger_max_rounds=3")[1]).dagger_config("r", expert="track", seed=0)
+    assert (d.rounds, d.until, d.max_rounds) == (2, 880.0, 3) and Recipe().dagger_config("r", expert="track", seed=0).until == 0.0
 
 
 def test_the_study_trains_each_head_by_the_quick_starts_recipe_unless_told_otherwise():
