@@ -52,8 +52,9 @@ class DaggerConfig:
     expert: str = "track"  # who labels the frames
     rounds: int = 2  # rounds of rollouts + training (the recipe's two: agents/pretrained/README.md)
     until: float = 0.0  # > 0: after `rounds`, one more round while the last round's rollouts averaged a return below this,
-    # up to max_rounds in all: the extra round goes only to a draw that needs it (the discrete quick start's last rollout
-    # mean foretold its final return in six runs of six: docs/results.md, 'More rounds while the rollouts fall short')
+    # up to max_rounds in all: the extra round goes only to a draw that needs it (the last round's rollout mean foretold the
+    # discrete quick start's final return in seven runs of seven, not an LSTM run's: docs/results.md, 'More rounds while the
+    # rollouts fall short')
     max_rounds: int = 0  # with until: the most rounds in all (> rounds)
     episodes: int = 10  # policy rollouts per round
     beta: float | None = None  # round r executes the expert's action with probability beta ** r (0: the policy drives
