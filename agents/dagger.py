@@ -51,7 +51,8 @@ class DaggerConfig:
     run: str  # a training run folder (nacdrive train)
     expert: str = "track"  # who labels the frames
     rounds: int = 2  # rounds of rollouts + training (the recipe's two: agents/pretrained/README.md)
-    until: float = 0.0  # > 0: after `rounds`, one more round while the last round's rollouts averaged a return below this,
+    until: float = 0.0  # > 0: after `rounds`, one more round while the last round's clean rollouts (those not driven under
+    # `perturb`) averaged a return below this,
     # up to max_rounds in all: the extra round goes only to a draw that needs it (the last round's rollout mean foretold the
     # discrete quick start's final return in seven runs of seven, not an LSTM run's: docs/results.md, 'More rounds while the
     # rollouts fall short')
@@ -158,12 +159,20 @@ class MixedDriver:
 
 def more_rounds(cfg: DaggerConfig, rounds: list[dict[str, Any]], done: int) -> bool:
     """Whether a round follows the `done` trained ones: one begun (its rollouts, maybe interrupted) is
-    finished; then up to cfg.rounds; then while the last round's rollouts averaged below cfg.until,
-    up to cfg.max_rounds. A round's rollouts are driven by the weights before its training, so the
+    finished; then up to cfg.rounds; then while the last round's clean rollouts averaged below
+    cfg.until, up to cfg.max_rounds (none clean, NaN: no more). A round's rollouts are driven by the weights before its training, so the
     test is on the policy one round behind: a measure, not a promise (docs/results.md)."""
     if done < len(rounds) or done < cfg.rounds:
         return True
-    return bool(cfg.until) and done < cfg.max_rounds and rounds[-1]["rollout_mean_return"] < cfg.until
+    # the clean rollouts' mean: the ones driven under a perturbation are there for data from where late frames lead, and they
+    # crash by design (the continuous NAC quick start's, under jitter=3, averaged 126.7 in round 2 beside 925.6 clean)
+    return bool(cfg.until) and done < cfg.max_rounds and rounds[-1].get("clean_mean_return", math.nan) < cfg.until
+
+
+def clean_mean_return(episodes: list[dict[str, Any]], seeds: list[int]) -> float:
+    """The mean return of a round's rollouts (these seeds) that the policy drove unperturbed; NaN if none."""
+    returns = [e["return"] for e in episodes if e["seed"] in set(seeds) and not e.get("perturb")]
+    return float(np.mean(returns)) if returns else math.nan
 
 
 def rollout_perturbation(perturb: str, stride_jitter: int) -> str | None:
@@ -222,6 +231,9 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     demos = DemoSet(data_dir)
     demos.recover()
     rounds_done = len([r for r in state["rounds"] if r.get("trained")])
+    for done_round in state["rounds"]:  # rounds trained before the clean mean was kept
+        if done_round.get("trained") and "clean_mean_return" not in done_round:
+            done_round["clean_mean_return"] = clean_mean_return(demos.episodes, done_round["seeds"])
     spec = rollout_perturbation(cfg.perturb, TrainConfig.from_dict(saved["train"]).stride_jitter or 1)
     base = recipe_beta(saved["net"]["head"], continuous) if cfg.beta is None else cfg.beta
     r = rounds_done
@@ -273,6 +285,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         metrics = train(tc, resume=True, quiet=quiet, restart_best=first_time)
         state["rounds"][r - 1].update(trained=True, rollout_mean_return=float(np.mean(returns)), best=metrics.get("best"),
                                       expert_share=float(np.mean([e.get("expert_share", math.nan) for e in done])))
+        state["rounds"][r - 1]["clean_mean_return"] = clean_mean_return(done, seeds)
         perturbed = [e["return"] for e in done if e.get("perturb")]
         if perturbed:  # the rollouts driven under the perturbation, apart
             state["rounds"][r - 1]["perturbed_mean_return"] = float(np.mean(perturbed))

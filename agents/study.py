@@ -59,7 +59,7 @@ class Recipe(ConfigDict):
 
     epochs: int = 4  # behaviour-cloning epochs on the demonstrations
     dagger_rounds: int = 2  # DAgger rounds after it (0: pure behaviour cloning)
-    dagger_until: float = 0.0  # > 0: then one more round while the last round's rollouts averaged below this return (dagger --until) ...
+    dagger_until: float = 0.0  # > 0: then one more round while the last round's clean rollouts averaged below this return (dagger --until) ...
     dagger_max_rounds: int = 0  # ... up to this many rounds in all (dagger --max-rounds)
     dagger_episodes: int = 10  # policy rollouts per round, labelled by the expert
     dagger_epochs: int = 2  # training epochs after each round

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expert", default="track", choices=EXPERTS, help="who labels the frames (default track)")
     p.add_argument("--rounds", type=positive_int, default=DaggerConfig.rounds, help=f"total DAgger rounds for the run (default {DaggerConfig.rounds}, the recipe's)")
     p.add_argument("--until", type=non_negative_float, default=DaggerConfig.until, metavar="RETURN",
-                   help="after --rounds, one more round while the last round's rollouts averaged a return below RETURN, up to "
+                   help="after --rounds, one more round while the last round's clean rollouts (not those under --perturb) averaged a return below RETURN, up to "
                         "--max-rounds in all: the extra rounds go only to a run that needs them (default 0: exactly --rounds)")
     p.add_argument("--max-rounds", type=positive_int, default=DaggerConfig.max_rounds or None, metavar="N",
                    help="with --until, the most rounds in all (more than --rounds)")

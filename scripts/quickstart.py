@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_gap_flags(p)
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
     p.add_argument("--dagger-until", type=non_negative_float, default=QuickstartConfig.dagger_until, metavar="RETURN",
-                   help="then one more round while the last round's rollouts averaged a return below RETURN, up to --dagger-max-rounds "
+                   help="then one more round while the last round's clean rollouts (not those under --dagger-perturb) averaged a return below RETURN, up to --dagger-max-rounds "
                         f"(default {QuickstartConfig.dagger_until:g}; 0: exactly --dagger-rounds; see 'nacdrive dagger --help')")
     p.add_argument("--dagger-max-rounds", type=positive_int, metavar="N", help="with --dagger-until, the most DAgger rounds in all "
                    "(default: --dagger-rounds + 1)")

@@ -8,7 +8,7 @@ import pytest
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.env import STATE_FIELDS
-from agents.dagger import DaggerConfig, MixedDriver, dagger, more_rounds, rollout_perturbation, rollout_returns
+from agents.dagger import DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns
 from datasets.demos import DemoSet
 from nac import ConfigError
 
@@ -135,12 +135,17 @@ def test_a_copied_run_trains_in_its_own_folder(tiny_demos, tmp_path):
 
 def test_more_rounds_go_on_while_the_last_rollouts_fall_short_up_to_the_cap():
     cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=3)
-    trained = lambda *means: [{"round": i + 1, "trained": True, "rollout_mean_return": m} for i, m in enumerate(means)]
+    trained = lambda *means: [{"round": i + 1, "trained": True, "clean_mean_return": m} for i, m in enumerate(means)]
     assert more_rounds(cfg, [], 0) and more_rounds(cfg, trained(700.0), 1)  # the rounds asked for, whatever their rollouts
     assert more_rounds(cfg, trained(910.0, 716.3), 2)  # the second round's rollouts fell short: a third
     assert not more_rounds(cfg, trained(910.0, 904.2), 2)  # they did not: done
     assert not more_rounds(cfg, trained(910.0, 716.3, 700.0), 3)  # the cap
     assert not more_rounds(DaggerConfig(run="x", rounds=2), trained(910.0, 716.3), 2)  # no until: exactly `rounds`
+    assert not more_rounds(cfg, trained(910.0, float("nan")), 2)  # no clean rollout in the round: nothing to judge by
+    # the clean rollouts judge, not those driven under a perturbation (which crash by design)
+    episodes = [{"seed": 10, "return": 925.0, "perturb": None}, {"seed": 11, "return": 126.0, "perturb": "jitter=3"},
+                {"seed": 12, "return": 905.0, "perturb": None}, {"seed": 99, "return": 0.0, "perturb": None}]
+    assert clean_mean_return(episodes, [10, 11, 12]) == 915.0 and np.isnan(clean_mean_return(episodes, [11]))
     begun = [*trained(910.0, 904.2), {"round": 3, "trained": False}]
     assert more_rounds(cfg, begun, 2)  # a round begun (rollouts recorded, then interrupted) is finished, whatever came after
     for bad, match in (({"until": -1.0}, "until must be >= 0"), ({"until": 880.0, "max_rounds": 2}, "max-rounds must be more than rounds")):
@@ -155,6 +160,7 @@ def test_an_extra_round_follows_rollouts_below_until_and_is_marked(tiny_demos, t
     cfg = DaggerConfig(run=str(run), rounds=1, until=10_000.0, max_rounds=2, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none")
     state = dagger(cfg, quiet=True)
     assert [(r["round"], r.get("extra", False), r["trained"]) for r in state["rounds"]] == [(1, False, True), (2, True, True)]
+    assert state["rounds"][0]["clean_mean_return"] == DemoSet(run / "dagger").episodes[0]["return"]
     assert DemoSet(run / "dagger").seeds() == [1_000_000, 1_000_001]
     assert json.loads((run / "metrics.json").read_text())["epochs"] == 3
     assert len(dagger(cfg, quiet=True)["rounds"]) == 2  # again: the cap holds
