@@ -84,7 +84,8 @@ class DaggerConfig:
         need(self.rounds >= 1, f"rounds must be >= 1 (got {self.rounds})")
         need(self.until >= 0, f"until must be >= 0 (a mean return; 0: no extra rounds; got {self.until})")
         need(not self.until or self.max_rounds > self.rounds,
-             f"with until, max-rounds must be more than rounds ({self.rounds}; got {self.max_rounds}): the most rounds in all")
+             f"with until, max-rounds (the most rounds in all) must be more than rounds ({self.rounds}; "
+             + (f"got {self.max_rounds})" if self.max_rounds else "none given)"))
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.beta is None or 0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
         need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")

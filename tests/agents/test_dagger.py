@@ -148,7 +148,7 @@ def test_more_rounds_go_on_while_the_last_rollouts_fall_short_up_to_the_cap():
     assert clean_mean_return(episodes, [10, 11, 12]) == 915.0 and np.isnan(clean_mean_return(episodes, [11]))
     begun = [*trained(910.0, 904.2), {"round": 3, "trained": False}]
     assert more_rounds(cfg, begun, 2)  # a round begun (rollouts recorded, then interrupted) is finished, whatever came after
-    for bad, match in (({"until": -1.0}, "until must be >= 0"), ({"until": 880.0, "max_rounds": 2}, "max-rounds must be more than rounds")):
+    for bad, match in (({"until": -1.0}, "until must be >= 0"), ({"until": 880.0, "max_rounds": 2}, "must be more than rounds")):
         with pytest.raises(ConfigError, match=match):
             DaggerConfig(run="x", rounds=2, **bad)
 

@@ -105,7 +105,7 @@ def test_variants_parse_and_refuse():
         parse_variant("x:val_fraction=1")
     with pytest.raises(ConfigError, match="balance must be one of auto, weights, sampler, none"):
         parse_variant("x:balance=equal")
-    with pytest.raises(ConfigError, match="DAgger rounds' with until, max-rounds must be more than rounds"):
+    with pytest.raises(ConfigError, match="DAgger rounds' with until, max-rounds \\(the most rounds in all\\) must be more than rounds"):
         parse_variant("x:dagger_until=880")
     # the extra rounds reach the runs' DAgger (dagger --until / --max-rounds); a recipe without them has exactly its rounds
     from agents.study import Recipe
