@@ -158,8 +158,8 @@ class MixedDriver:
         return action
 
 
-def more_rounds(cfg: DaggerConfig, rounds: list[dict[str, Any]], done: int) -> bool:
-    """Whether a round follows the `done` trained ones: one begun (its rollouts, maybe interrupted) is
+def more_rounds(cfg: DaggerConfig, rounds: list[dict[str, Any]], done: int, episodes: list[dict[str, Any]]) -> bool:
+    """Whether a round follows the `done` trained ones (`episodes`: the run's rollouts): one begun (its rollouts, maybe interrupted) is
     finished; then up to cfg.rounds; then while the last round's clean rollouts averaged below
     cfg.until, up to cfg.max_rounds (none clean, NaN: no more). A round's rollouts are driven by the weights before its training, so the
     test is on the policy one round behind: a measure, not a promise (docs/results.md)."""
@@ -167,7 +167,7 @@ def more_rounds(cfg: DaggerConfig, rounds: list[dict[str, Any]], done: int) -> b
         return True
     # the clean rollouts' mean: the ones driven under a perturbation are there for data from where late frames lead, and they
     # crash by design (the continuous NAC quick start's, under jitter=3, averaged 126.7 in round 2 beside 925.6 clean)
-    return bool(cfg.until) and done < cfg.max_rounds and rounds[-1].get("clean_mean_return", math.nan) < cfg.until
+    return bool(cfg.until) and done < cfg.max_rounds and clean_mean_return(episodes, rounds[-1]["seeds"]) < cfg.until
 
 
 def clean_mean_return(episodes: list[dict[str, Any]], seeds: list[int]) -> float:
@@ -232,13 +232,10 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     demos = DemoSet(data_dir)
     demos.recover()
     rounds_done = len([r for r in state["rounds"] if r.get("trained")])
-    for done_round in state["rounds"]:  # rounds trained before the clean mean was kept
-        if done_round.get("trained") and "clean_mean_return" not in done_round:
-            done_round["clean_mean_return"] = clean_mean_return(demos.episodes, done_round["seeds"])
     spec = rollout_perturbation(cfg.perturb, TrainConfig.from_dict(saved["train"]).stride_jitter or 1)
     base = recipe_beta(saved["net"]["head"], continuous) if cfg.beta is None else cfg.beta
     r = rounds_done
-    while more_rounds(cfg, state["rounds"], r):
+    while more_rounds(cfg, state["rounds"], r, demos.episodes):
         r += 1
         beta = base**r
         seeds = [cfg.seed_start + (r - 1) * cfg.episodes + i for i in range(cfg.episodes)]

@@ -167,8 +167,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("train", t0)
 
     t0 = time.monotonic()
-    extra = (f" (up to {cfg.dagger_max_rounds} while a round's rollouts average below {cfg.dagger_until:g})"
-             if cfg.dagger_until and cfg.dagger_max_rounds > cfg.dagger_rounds else "")
+    extra = f" (up to {cfg.dagger_max_rounds} while a round's clean rollouts average below {cfg.dagger_until:g})" if cfg.dagger_until else ""
     _stage(f"3/5 {cfg.dagger_rounds} DAgger rounds{extra}: {cfg.dagger_episodes} policy rollouts labelled by the expert, "
            f"{_count(cfg.dagger_epochs, 'epoch')} of training each")
     dagger(cfg.dagger_config(str(run)))

@@ -135,19 +135,32 @@ def test_a_copied_run_trains_in_its_own_folder(tiny_demos, tmp_path):
 
 def test_more_rounds_go_on_while_the_last_rollouts_fall_short_up_to_the_cap():
     cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=3)
-    trained = lambda *means: [{"round": i + 1, "trained": True, "clean_mean_return": m} for i, m in enumerate(means)]
-    assert more_rounds(cfg, [], 0) and more_rounds(cfg, trained(700.0), 1)  # the rounds asked for, whatever their rollouts
-    assert more_rounds(cfg, trained(910.0, 716.3), 2)  # the second round's rollouts fell short: a third
-    assert not more_rounds(cfg, trained(910.0, 904.2), 2)  # they did not: done
-    assert not more_rounds(cfg, trained(910.0, 716.3, 700.0), 3)  # the cap
-    assert not more_rounds(DaggerConfig(run="x", rounds=2), trained(910.0, 716.3), 2)  # no until: exactly `rounds`
-    assert not more_rounds(cfg, trained(910.0, float("nan")), 2)  # no clean rollout in the round: nothing to judge by
+
+    def trained(*means, perturbed=None):
+        """Trained rounds of one clean rollout each (seed = round), returning these means; `perturbed`: one more
+        rollout per round, driven under jitter=3, returning that."""
+        rounds = [{"round": i + 1, "trained": True, "seeds": [i + 1, 100 + i + 1]} for i in range(len(means))]
+        episodes = [{"seed": i + 1, "return": m, "perturb": None} for i, m in enumerate(means)]
+        if perturbed is not None:
+            episodes += [{"seed": 100 + i + 1, "return": perturbed, "perturb": "jitter=3"} for i in range(len(means))]
+        return rounds, episodes
+
+    assert more_rounds(cfg, [], 0, []) and more_rounds(cfg, *_split(trained(700.0), 1))  # the rounds asked for, whatever their rollouts
+    assert more_rounds(cfg, *_split(trained(910.0, 716.3), 2))  # the second round's rollouts fell short: a third
+    assert not more_rounds(cfg, *_split(trained(910.0, 904.2), 2))  # they did not: done
+    assert not more_rounds(cfg, *_split(trained(910.0, 716.3, 700.0), 3))  # the cap
+    assert not more_rounds(DaggerConfig(run="x", rounds=2), *_split(trained(910.0, 716.3), 2))  # no until: exactly `rounds`
     # the clean rollouts judge, not those driven under a perturbation (which crash by design)
+    assert not more_rounds(cfg, *_split(trained(910.0, 925.6, perturbed=126.7), 2))
+    rounds, episodes = trained(910.0, 925.6, perturbed=126.7)
+    only_perturbed = [e for e in episodes if e["perturb"]]
+    assert not more_rounds(cfg, rounds, 2, only_perturbed)  # no clean rollout in the round: nothing to judge by
     episodes = [{"seed": 10, "return": 925.0, "perturb": None}, {"seed": 11, "return": 126.0, "perturb": "jitter=3"},
                 {"seed": 12, "return": 905.0, "perturb": None}, {"seed": 99, "return": 0.0, "perturb": None}]
     assert clean_mean_return(episodes, [10, 11, 12]) == 915.0 and np.isnan(clean_mean_return(episodes, [11]))
-    begun = [*trained(910.0, 904.2), {"round": 3, "trained": False}]
-    assert more_rounds(cfg, begun, 2)  # a round begun (rollouts recorded, then interrupted) is finished, whatever came after
+    rounds, episodes = trained(910.0, 904.2)
+    begun = [*rounds, {"round": 3, "trained": False, "seeds": [3]}]
+    assert more_rounds(cfg, begun, 2, episodes)  # a round begun (rollouts recorded, then interrupted) is finished, whatever came after
     for bad, match in (({"until": -1.0}, "until must be >= 0"), ({"until": 880.0, "max_rounds": 2}, "must be more than rounds")):
         with pytest.raises(ConfigError, match=match):
             DaggerConfig(run="x", rounds=2, **bad)
@@ -164,6 +177,12 @@ def test_an_extra_round_follows_rollouts_below_until_and_is_marked(tiny_demos, t
     assert DemoSet(run / "dagger").seeds() == [1_000_000, 1_000_001]
     assert json.loads((run / "metrics.json").read_text())["epochs"] == 3
     assert len(dagger(cfg, quiet=True)["rounds"]) == 2  # again: the cap holds
+
+
+def _split(trained, done):
+    """(rounds, episodes) and the count of trained rounds, as more_rounds takes them."""
+    rounds, episodes = trained
+    return rounds, done, episodes
 
 
 class _Counting:
