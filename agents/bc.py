@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from agents.env import SELECT_SEED, STATE_FIELDS, WHEEL_LIMIT, make_env, wheel_action
+from agents.env import SELECT_SEED, STATE_FIELDS, WHEEL_LIMIT, WHEEL_RATE, make_env, wheel_action
 from agents.policy import DrivingPolicy, resolve_device
 from agents.rollout import run_episode
 from agents.distributed import init_distributed
@@ -187,6 +187,25 @@ def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
     return {"wheel_plan": cols[0], "wheel_now": store.state[:, WHEEL], "speed_now": store.state[:, SPEED], "speed_excess": excess}
 
 
+TURN_SPAN = 10  # steps either side over which turn_rates measures the planned angle's change
+
+
+def turn_rates(store: FrameStore) -> np.ndarray:
+    """(N,) how fast the expert's planned wheel angle turns at each step, in units of the wheel's top
+    rate (WHEEL_RATE): |plan(t + 10) - plan(t - 10)| / 20 steps, within an episode (cut short at its
+    ends). Over +-10 steps the plan's pulse-by-pulse steps of 0.06 rad average out: 0 on a straight
+    or a steady bend, about 0.35 where a left bend turns straight into a right one (0.66 rad in 30
+    steps), the top 0.3 % of the quick start's discrete demonstrations."""
+    plan = store.state[:, PLAN].astype(np.float64)
+    out = np.zeros(len(store), np.float32)
+    for first, n in zip(store.starts, store.lengths):
+        t = np.arange(n)
+        hi, lo = np.minimum(t + TURN_SPAN, n - 1), np.maximum(t - TURN_SPAN, 0)
+        p = plan[first : first + n]
+        out[first : first + n] = np.abs(p[hi] - p[lo]) / np.maximum(hi - lo, 1) / WHEEL_RATE
+    return out
+
+
 def shifted(frames: Tensor, index: Tensor, chunk_of_row: np.ndarray, pad: int, rng: np.random.Generator) -> Tensor:
     """Random-shift augmentation (DrQ, Kostrikov et al. 2020; RAD, Laskin et al. 2020): each chunk of
     consecutive steps is moved by (dy, dx) in -pad..pad with its edge pixels repeated (replicate
@@ -245,7 +264,10 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
             speed_se = torch.where(label <= -1.0, F.relu(pred + 1.0), torch.where(label >= 1.0, F.relu(1.0 - pred), pred - label)) ** 2
         if weights is not None:  # balanced: weights over (no brake, brake), see loss_classes; the angle is not reweighted
             speed_se = speed_se * weights[(labels == 4).long()]
-        per_row = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2 + speed_se
+        angle_se = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2
+        if "angle_weight" in batch:  # train --turn-weight: where the plan turns fast (training only; validation is unweighted)
+            angle_se = angle_se * batch["angle_weight"]
+        per_row = angle_se + speed_se
         decoded = wheel_action(angle.detach().cpu().numpy(), excess.detach().cpu().numpy(), batch["wheel_now"].cpu().numpy())
         return per_row, torch.from_numpy(decoded).to(raw.device) == labels
     if net.config.action_space == "discrete":
@@ -388,8 +410,11 @@ class CarRacingTask:
         # no longer be the expert's rates, which the policy reproduces by diffusion) and for wheel angles (regressed)
         plain_classes = net_cfg.action_space == "discrete" and not (net_cfg.rate_window or net_cfg.wheel_target)
         self.balance = cfg.balance if cfg.balance != "auto" else ("weights" if plain_classes else "none")
+        targets = net_targets(self.net, self.train_windows.store)
+        if cfg.turn_weight:  # the wheel angle's error weighted where the expert's plan turns fast (TrainConfig.turn_weight)
+            targets["angle_weight"] = 1.0 + np.float32(cfg.turn_weight) * turn_rates(self.train_windows.store)
         self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if self.balance == "sampler" else None,
-                               net_targets(self.net, self.train_windows.store))
+                               targets)
         self.seed = cfg.seed
         self.stride_jitter, self.regular_share, self.shift = cfg.stride_jitter, cfg.regular_share, cfg.shift
         self.arrival = arrival_back(self.train_windows.store, SAW, net_cfg.window) if cfg.arrival_windows else None

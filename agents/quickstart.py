@@ -60,6 +60,7 @@ class QuickstartConfig:
     # driven by pulsing at those rates (train --rate-window); "actions", the expert's action itself, driven by argmax
     # (docs/results.md, 'Discrete actions')
     rate_window: int = 4  # "rates": R
+    turn_weight: float = 0.0  # "wheel": the angle's error weighted where the expert's plan turns fast (train --turn-weight)
     # None: the recipe measured best for the action space and head (recipe_for, above)
     episodes: int | None = None  # expert demonstrations (seeds 1000 * seed ..)
     train_epochs: int | None = None  # behaviour cloning
@@ -126,7 +127,7 @@ class QuickstartConfig:
         # against 721.4 and 902.2 with 4 and 6 (docs/results.md, 'Discrete actions')
         balance = "weights" if target == "wheel" else "auto"
         return TrainConfig(data=[data], out=run, head=self.head, epochs=self.train_epochs, minutes=self.train_minutes, seed=self.seed,
-                           lr=self.lr, balance=balance,
+                           lr=self.lr, balance=balance, turn_weight=self.turn_weight,
                            stride_jitter=self.stride_jitter, regular_share=self.regular_share, net=net)
 
 

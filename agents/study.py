@@ -79,6 +79,7 @@ class Recipe(ConfigDict):
     batch_size: int = 32
     loss: str = "mse"  # continuous actions: "mse" or "l1" (agents.bc.loss_terms)
     balance: str = "auto"  # class imbalance (train --balance): auto = weighted loss for discrete actions, none for continuous
+    turn_weight: float = 0.0  # wheel-angle networks: the angle's error weighted where the expert's plan turns fast (train --turn-weight)
     val_fraction: float = 0.2  # share of the demonstrations held out for validation (the paper's CarRacing split: 0.1)
     noise: float = 0.0  # DART: std of the steering drift in the demonstrations (collect --noise); each value is its own set
     net: dict[str, Any] = field(default_factory=dict)  # more network options, e.g. {"use_time": false, "nac": {"mode": "euler"}}
@@ -104,7 +105,7 @@ class Recipe(ConfigDict):
             return TrainConfig(**common, net=dict(self.net))
         return TrainConfig(**common, window=self.window, **frame_gaps(head, continuous, self.stride_jitter, self.regular_share), shift=self.shift,
                            arrival_windows=self.arrival_windows,
-                           select_episodes=self.select_episodes, select_steps=max_steps, loss=self.loss, balance=self.balance,
+                           select_episodes=self.select_episodes, select_steps=max_steps, loss=self.loss, balance=self.balance, turn_weight=self.turn_weight,
                            net={"use_time": True, **self.net})
 
     def dagger_config(self, run: str, expert: str, seed: int, max_steps: int = EPISODE_STEPS) -> DaggerConfig:

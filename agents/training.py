@@ -76,6 +76,8 @@ class TrainConfig:
     # "auto": weights for discrete actions, none for continuous ones (reweighting a regression by
     # action class biases the mean action: measured, gas 13 % low and braking 27 % too often)
     loss: str = "mse"  # carracing, continuous actions: "mse" (conditional mean) or "l1" (conditional median)
+    turn_weight: float = 0.0  # carracing, wheel-angle networks: the angle's squared error weighted by 1 + this x how fast the
+    # planned angle turns there (agents.bc.turn_rates: 0 on a straight or a steady bend, 1 at the wheel's top rate)
     val_fraction: float = 0.2  # share of episodes (carracing) or sessions (udacity) held out
     val_episodes: list[str] | None = None  # carracing: the held-out episodes ("folder:seed"); resolved at start
     folds: int = 1  # carracing: > 1 is k-fold cross-validation by episode, one sub-run per fold
@@ -105,6 +107,9 @@ class TrainConfig:
         need(self.regular_share is None or 0.0 <= self.regular_share <= 1.0, f"regular share must be in [0, 1] (got {self.regular_share})")
         need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
         need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")
+        need(self.turn_weight >= 0, f"turn weight must be >= 0 (got {self.turn_weight})")
+        need(not self.turn_weight or bool(self.net.get("wheel_target")),
+             "turn weight weights the wheel angle's error: it is for wheel-angle networks (--wheel-target, net.wheel_target)")
         need(0 < self.val_fraction < 1, f"validation fraction must be between 0 and 1 (got {self.val_fraction})")
         need(self.folds >= 1, f"folds must be >= 1 (got {self.folds})")
         need(self.folds == 1 or self.task == "carracing", "--folds is for the carracing task")

@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "and braking on the speed bar's speed above the target; rates, each action's rate over the steps t-R..t+R, driven by pulsing at those rates; actions, the "
                    "expert's action itself, driven by argmax")
     p.add_argument("--rate-window", type=positive_int, help="with --discrete-target rates: R (default 4)")
+    p.add_argument("--turn-weight", type=non_negative_float, default=QuickstartConfig.turn_weight, metavar="W",
+                   help="with --discrete (the wheel target): weight the wheel angle's error by 1 + W x how fast the expert's plan "
+                   f"turns there (see 'nacdrive train --help'; default {QuickstartConfig.turn_weight:g})")
     p.add_argument("--episodes", type=positive_int, help="expert demonstrations (default 50; 30 with --discrete, whose expert plans)")
     p.add_argument("--train-epochs", type=positive_int, help="behaviour-cloning epochs (default 1; 6 with --discrete)")
     p.add_argument("--lr", type=positive_float, help="Adam learning rate, behaviour cloning and DAgger (default 3e-4; 1e-4 with --discrete)")
@@ -69,13 +72,15 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--discrete-target is for --discrete (continuous actions are learned as they are)")
     if args.rate_window is not None and args.discrete_target != "rates":
         raise UserError("--rate-window is for --discrete --discrete-target rates (the window of the learned action rates)")
+    if args.turn_weight and not (args.discrete and args.discrete_target in (None, "wheel")):
+        raise UserError("--turn-weight weights the learned wheel angle's error: it is for --discrete with the wheel target (the default)")
 
     cfg = QuickstartConfig(
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
         train_epochs=args.train_epochs, lr=args.lr, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds,
         dagger_until=args.dagger_until, dagger_max_rounds=args.dagger_max_rounds, dagger_episodes=args.dagger_episodes,
         dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover, dagger_perturb=args.dagger_perturb,
-        eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
+        turn_weight=args.turn_weight, eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
         **{k: v for k, v in (("discrete_target", args.discrete_target), ("rate_window", args.rate_window)) if v is not None},  # None: the default
     )
     result = quickstart(cfg)

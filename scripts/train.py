@@ -8,7 +8,7 @@ from typing import Any
 from nac.driving import WHEEL_SPEEDS
 from nac.heads import head_names
 from nac.pilotnet import DENSE
-from scripts.args import add_gap_flags, key_value, non_negative_int, positive_float, positive_int
+from scripts.args import add_gap_flags, key_value, non_negative_float, non_negative_int, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,6 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "the expert's target speed, instead of its steering pulses; the policy then brakes when that excess is "
                    "above the expert's margin (3 u/s), else takes the action that brings its wheels nearest that angle. "
                    "Needs demonstrations of the discrete track expert recorded with both")
+    p.add_argument("--turn-weight", type=non_negative_float, default=0.0, metavar="W",
+                   help="with --wheel-target, weight the wheel angle's squared error by 1 + W x how fast the expert's planned "
+                   "angle turns there (over +-10 steps, in units of the wheel's top rate: 0 on straights and steady bends, "
+                   "about 0.35 where a bend turns straight into the other way; default 0, unweighted)")
     p.add_argument("--wheel-speed", choices=WHEEL_SPEEDS,
                    help="with --wheel-target, what the network learns of the speed: 'target' (default), the expert's target "
                    "speed, which the policy compares with the speed the frame's speed bar shows; 'excess', the car's speed "
@@ -123,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = TrainConfig(
         data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter, regular_share=args.regular_share, arrival_windows=args.arrival_windows, shift=args.shift, select_episodes=args.select_episodes,
         epochs=args.epochs, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr, ema=args.ema, chunk=args.chunk,
-        balance=args.balance, loss=args.loss, val_fraction=args.val_fraction, folds=args.folds, device=args.device,
+        balance=args.balance, loss=args.loss, turn_weight=args.turn_weight, val_fraction=args.val_fraction, folds=args.folds, device=args.device,
         seed=args.seed, net=net, init_from=args.init_from,
     )
     m = train(cfg, resume=args.resume, quiet=args.quiet)

@@ -378,6 +378,48 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
             bc.net_targets(net, FrameStore([bc.Demos.load([tiny_demos]).episodes["demos:1"], old]))
 
 
+def test_turn_weight_weights_the_wheel_angle_error_where_the_plan_turns_fast(tiny_demos, tiny_demos_continuous, tmp_path):
+    from nac.driving import DrivingNet, DrivingNetConfig
+
+    # the turn rate: |plan(t + 10) - plan(t - 10)| / 20 steps in units of 0.06 rad a step, cut short at an episode's ends
+    # and never across two episodes
+    plans = [np.r_[np.zeros(20), np.linspace(0.0, 0.24, 9)[1:], np.full(22, 0.24)], np.linspace(0.3, -0.3, 40)]
+    eps = [Episode(seed=s, frames=np.zeros((len(p), 96, 96, 3), np.uint8), actions=np.zeros(len(p), np.int64), rewards=np.zeros(len(p), np.float32),
+                   terminated=np.zeros(len(p), bool), truncated=np.zeros(len(p), bool), timestamps=np.arange(len(p)) / 50.0,
+                   state=np.pad(p[:, None], ((0, 0), (bc.PLAN, 1))).astype(np.float32)) for s, p in enumerate(plans)]
+    rates = bc.turn_rates(FrameStore(eps))
+    first, second = rates[:50], rates[50:]
+    assert np.allclose(first[:10], 0.0) and np.allclose(first[40:], 0.0)  # straight, then a steady bend
+    assert np.isclose(first[24], 0.24 / 20 / 0.06)  # the whole 0.24 rad change within the +-10 steps
+    assert np.isclose(first[0], 0.0) and np.isclose(first[10], (0.03 / 20) / 0.06)  # one step of the change in reach
+    step = 0.6 / 39  # the second episode's plan turns at a steady 0.0154 rad a step, from its first step to its last
+    assert np.allclose(second, step / 0.06, atol=1e-6)  # at the ends over fewer steps, the same rate
+    # the loss: only the angle's error is weighted, per row
+    net = DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True))
+    raw = torch.tensor([[0.0, 0.25], [float(np.arctanh(0.5)), 0.1]])
+    batch = {"actions": torch.tensor([4, 2]), "wheel_plan": torch.tensor([0.1, 0.3]), "wheel_now": torch.zeros(2),
+             "speed_now": torch.full((2,), 50.0), "speed_excess": torch.tensor([0.5, 0.0])}
+    batch["classes"] = batch["actions"]
+    plain, _ = bc.loss_terms(net, raw, batch, None)
+    weighted, _ = bc.loss_terms(net, raw, batch | {"angle_weight": torch.tensor([1.0, 3.0])}, None)
+    assert torch.allclose(weighted - plain, torch.tensor([0.0, 2 * (0.1 / 0.4) ** 2]), atol=1e-6)
+    # a run's training rows carry 1 + W x the rate; validation is not weighted
+    task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True}, val_episodes=["demos:0"], turn_weight=4.0),
+                            bc.Demos.load([tiny_demos]), False)
+    store = task.train_windows.store
+    assert np.allclose(task.batches.targets["angle_weight"], 1.0 + 4.0 * bc.turn_rates(store))
+    assert task.batches.targets["angle_weight"].max() > 1.0
+    assert "angle_weight" not in bc.net_targets(task.net, task.val_windows.store)
+    assert "angle_weight" not in bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "y", net={"wheel_target": True}, val_episodes=["demos:0"]),
+                                                  bc.Demos.load([tiny_demos]), False).batches.targets
+    m = train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"wheel_target": True}, turn_weight=4.0), quiet=True)
+    assert m["finished"] and json.loads((tmp_path / "run" / "config.json").read_text())["train"]["turn_weight"] == 4.0
+    with pytest.raises(ConfigError, match="turn weight must be >= 0"):
+        _cfg(tiny_demos, tmp_path / "z", net={"wheel_target": True}, turn_weight=-1.0)
+    with pytest.raises(ConfigError, match="it is for wheel-angle networks"):
+        _cfg(tiny_demos, tmp_path / "z", turn_weight=1.0)
+
+
 def test_a_wheel_angle_network_can_learn_the_experts_target_speed_and_read_its_own_off_the_frame(tiny_demos, tmp_path):
     from agents.env import frame_speed
     from nac.driving import DrivingNet, DrivingNetConfig

@@ -112,6 +112,11 @@ def test_variants_parse_and_refuse():
 
     d = Recipe.from_dict(parse_variant("x:dagger_until=880,dagger_max_rounds=3")[1]).dagger_config("r", expert="track", seed=0)
     assert (d.rounds, d.until, d.max_rounds) == (2, 880.0, 3) and Recipe().dagger_config("r", expert="track", seed=0).until == 0.0
+    # the turn weight reaches the runs' training (train --turn-weight), and only a wheel-angle network takes it
+    t = Recipe.from_dict(parse_variant("x:turn_weight=4,net.wheel_target=true")[1]).train_config("d", "r", head="nac", seed=0, continuous=False)
+    assert t.turn_weight == 4.0 and Recipe().train_config("d", "r", head="nac", seed=0).turn_weight == 0.0
+    with pytest.raises(ConfigError, match="it is for wheel-angle networks"):
+        parse_variant("x:turn_weight=4")
 
 
 def test_the_study_trains_each_head_by_the_quick_starts_recipe_unless_told_otherwise():
