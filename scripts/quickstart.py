@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="then one more round while the last round's clean rollouts (not those under --dagger-perturb) averaged a return below RETURN, up to --dagger-max-rounds "
                         f"(default {QuickstartConfig.dagger_until:g}; 0: exactly --dagger-rounds; see 'nacdrive dagger --help')")
     p.add_argument("--dagger-max-rounds", type=positive_int, metavar="N", help="with --dagger-until, the most DAgger rounds in all "
-                   "(default: --dagger-rounds + 1)")
+                   "(default: --dagger-rounds + 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-epochs", type=positive_int, help="training epochs after each DAgger round (default 1; 2 with --discrete)")
     p.add_argument("--dagger-beta", type=float, help="DAgger round r executes the expert's action with probability beta**r "
