@@ -52,10 +52,10 @@ class DaggerConfig:
     expert: str = "track"  # who labels the frames
     rounds: int = 2  # rounds of rollouts + training (the recipe's two: agents/pretrained/README.md)
     until: float = 0.0  # > 0: after `rounds`, one more round while the last round's clean rollouts (those not driven under
-    # `perturb`) averaged a return below this,
-    # up to max_rounds in all: the extra round goes only to a draw that needs it (the last round's rollout mean foretold the
-    # discrete quick start's final return in seven runs of seven, not an LSTM run's: docs/results.md, 'More rounds while the
-    # rollouts fall short')
+    # `perturb`) averaged a return below this, up to max_rounds in all: the extra round goes only to a draw that needs it.
+    # The rollouts are driven by the weights before the round's training, so they say how the policy drove a round ago: they
+    # foretold most discrete quick starts' returns, not an LSTM study run's, nor a seed-2 quick start's whose third round's
+    # rollouts reached 897.6 before it drove 871.0 (docs/results.md, 'More rounds while the rollouts fall short')
     max_rounds: int = 0  # with until: the most rounds in all (> rounds)
     episodes: int = 10  # policy rollouts per round
     beta: float | None = None  # round r executes the expert's action with probability beta ** r (0: the policy drives
@@ -172,7 +172,8 @@ def more_rounds(cfg: DaggerConfig, rounds: list[dict[str, Any]], done: int, epis
 
 def clean_mean_return(episodes: list[dict[str, Any]], seeds: list[int]) -> float:
     """The mean return of a round's rollouts (these seeds) that the policy drove unperturbed; NaN if none."""
-    returns = [e["return"] for e in episodes if e["seed"] in set(seeds) and not e.get("perturb")]
+    wanted = set(seeds)
+    returns = [e["return"] for e in episodes if e["seed"] in wanted and not e.get("perturb")]
     return float(np.mean(returns)) if returns else math.nan
 
 
