@@ -29,7 +29,8 @@ import torch
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.collect import Recorder, demo_header, save_recording
-from agents.env import EPISODE_STEPS, OffRoadLimit, make_env, wheels_off_road
+from agents.env import CHECK_SEED, EPISODE_STEPS, OffRoadLimit, make_env, wheels_off_road
+from agents.evaluate import EvaluateConfig, evaluate
 from agents.experts import check_expert, make_expert
 from agents.policy import DrivingPolicy
 from agents.executor import ExecutorConfig
@@ -51,11 +52,13 @@ class DaggerConfig:
     run: str  # a training run folder (nacdrive train)
     expert: str = "track"  # who labels the frames
     rounds: int = 2  # rounds of rollouts + training (the recipe's two: agents/pretrained/README.md)
-    until: float = 0.0  # > 0: after `rounds`, one more round while the last round's clean rollouts (those not driven under
-    # `perturb`) averaged a return below this, up to max_rounds in all: the extra round goes only to a draw that needs it.
-    # The rollouts are driven by the weights before the round's training, so they say how the policy drove a round ago: they
-    # foretold most discrete quick starts' returns, not an LSTM study run's, nor a seed-2 quick start's whose third round's
-    # rollouts reached 897.6 before it drove 871.0 (docs/results.md, 'More rounds while the rollouts fall short')
+    until: float = 0.0  # > 0: after `rounds`, one more round while the last round's trained weights drove a mean return below this
+    # on the check seeds (check, below), up to max_rounds in all: the extra round goes only to a draw that needs it
+    check: int = 8  # with until: after each round from `rounds` on, the trained weights drive this many episodes alone (seeds
+    # CHECK_SEED.., the same every round, apart from evaluation's), and until judges their mean. 0: until judges the round's own clean
+    # rollouts instead (the rule of the studies before it), which were driven by the weights before the round's training, beside the
+    # expert: a seed-2 discrete quick start's third round's reached 897.6 before its weights drove 871.0 (docs/results.md, 'More rounds
+    # while the rollouts fall short')
     max_rounds: int = 0  # with until: the most rounds in all (> rounds)
     episodes: int = 10  # policy rollouts per round
     beta: float | None = None  # round r executes the expert's action with probability beta ** r (0: the policy drives
@@ -86,6 +89,7 @@ class DaggerConfig:
         need(not self.until or self.max_rounds > self.rounds,
              f"with until, max-rounds (the most rounds in all) must be more than rounds ({self.rounds}; "
              + (f"got {self.max_rounds})" if self.max_rounds else "none given)"))
+        need(self.check >= 0, f"check must be >= 0 (episodes; 0: judge the rollouts; got {self.check})")
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.beta is None or 0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
         need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
@@ -160,14 +164,31 @@ class MixedDriver:
 
 def more_rounds(cfg: DaggerConfig, rounds: list[dict[str, Any]], done: int, episodes: list[dict[str, Any]]) -> bool:
     """Whether a round follows the `done` trained ones (`episodes`: the run's rollouts): one begun (its rollouts, maybe interrupted) is
-    finished; then up to cfg.rounds; then while the last round's clean rollouts averaged below
-    cfg.until, up to cfg.max_rounds (none clean, NaN: no more). A round's rollouts are driven by the weights before its training, so the
-    test is on the policy one round behind: a measure, not a promise (docs/results.md)."""
+    finished; then up to cfg.rounds; then while the last round's score (round_score) is below cfg.until, up to cfg.max_rounds (NaN: no
+    more)."""
     if done < len(rounds) or done < cfg.rounds:
         return True
-    # the clean rollouts' mean: the ones driven under a perturbation are there for data from where late frames lead, and they
-    # crash by design (the continuous NAC quick start's, under jitter=3, averaged 126.7 in round 2 beside 925.6 clean)
-    return bool(cfg.until) and done < cfg.max_rounds and clean_mean_return(episodes, rounds[-1]["seeds"]) < cfg.until
+    return bool(cfg.until) and done < cfg.max_rounds and round_score(cfg, rounds[-1], episodes) < cfg.until
+
+
+def wants_check(cfg: DaggerConfig, rounds: list[dict[str, Any]], done: int) -> bool:
+    """Whether the last trained round's weights are to be checked now: more_rounds will judge them, and they were not checked yet."""
+    return bool(cfg.until and cfg.check) and done == len(rounds) and cfg.rounds <= done < cfg.max_rounds and "check" not in rounds[-1]
+
+
+def round_score(cfg: DaggerConfig, last: dict[str, Any], episodes: list[dict[str, Any]]) -> float:
+    """What until is compared with: the mean return of the round's trained weights on the check seeds; with check 0, its clean
+    rollouts' (those not driven under `perturb`: they are there for data from where late frames lead, and crash by design; the
+    continuous NAC quick start's, under jitter=3, averaged 126.7 in round 2 beside 925.6 clean)."""
+    return last["check"]["mean_return"] if cfg.check else clean_mean_return(episodes, last["seeds"])
+
+
+def check_weights(cfg: DaggerConfig, run: Path) -> dict[str, Any]:
+    """The run's best weights driving cfg.check episodes alone (seeds CHECK_SEED..): the evaluation's own episodes, without the
+    expert's reference rows."""
+    row = evaluate(EvaluateConfig(runs=[str(run)], episodes=cfg.check, seed_start=CHECK_SEED, workers=cfg.workers, ray=cfg.ray,
+                                  experts=False, max_steps=cfg.max_steps))[0]
+    return {"seeds": row["seeds"], "returns": row["returns"], "mean_return": row["mean_return"], "finished_share": row["finished_share"]}
 
 
 def clean_mean_return(episodes: list[dict[str, Any]], seeds: list[int]) -> float:
@@ -236,7 +257,12 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     spec = rollout_perturbation(cfg.perturb, TrainConfig.from_dict(saved["train"]).stride_jitter or 1)
     base = recipe_beta(saved["net"]["head"], continuous) if cfg.beta is None else cfg.beta
     r = rounds_done
-    while more_rounds(cfg, state["rounds"], r, demos.episodes):
+    while True:
+        if wants_check(cfg, state["rounds"], r):
+            state["rounds"][r - 1]["check"] = check_weights(cfg, run)
+            write_json(state_path, state)
+        if not more_rounds(cfg, state["rounds"], r, demos.episodes):
+            break
         r += 1
         beta = base**r
         seeds = [cfg.seed_start + (r - 1) * cfg.episodes + i for i in range(cfg.episodes)]

@@ -19,6 +19,7 @@ FPS = 50  # CarRacing's physics and frame rate (gymnasium.envs.box2d.car_racing.
 EPISODE_STEPS = 1000  # gymnasium's TimeLimit for CarRacing-v3
 SELECT_SEED = 20_000  # closed-loop checkpoint selection (train --select-episodes) drives seeds from here: apart from
 # demonstrations (0..), the held-out seeds of evaluations (10000..) and DAgger's rollouts (1 000 000..)
+CHECK_SEED = 30_000  # DAgger's check of a round's trained weights (dagger --check) drives seeds from here, apart from all those
 # Discrete actions of CarRacing-v3 (note: 1 steers RIGHT, 2 LEFT; gas is only 0.2).
 ACTIONS = ("noop", "right", "left", "gas", "brake")
 WHEEL_LIMIT = 0.4  # the front-wheel joint's limit, radians

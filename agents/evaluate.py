@@ -81,8 +81,14 @@ def describe_run(path: str, weights: str) -> RunInfo:
     return RunInfo(path, config["net"]["head"], config["net"]["action_space"], seeds, acc, default_decoder(config["net"]), config["net"])
 
 
-@lru_cache(maxsize=8)
 def _policy(path: str, weights: str, actions: str | None) -> DrivingPolicy:
+    """The run's policy, loaded once per process for its episodes, and again when its weights file has changed since (a DAgger
+    round trains a run between its checks, in the process that evaluates it)."""
+    return _loaded(path, weights, actions, (Path(path) / f"{weights}.safetensors").stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _loaded(path: str, weights: str, actions: str | None, mtime_ns: int) -> DrivingPolicy:
     return DrivingPolicy.from_run(path, weights, "cpu", actions)
 
 

@@ -74,7 +74,8 @@ class QuickstartConfig:
     stride_jitter: int | None = None  # > 1: training windows with frame gaps of 1..J steps (true timestamps kept), for a share ...
     regular_share: float | None = None  # ... 1 - P of them (train --stride-jitter / --regular-share)
     dagger_rounds: int = 2  # DAgger rounds (the pretrained policies' recipe)
-    dagger_until: float = 880.0  # then one more round while the last round's clean rollouts averaged below this return ...
+    dagger_until: float = 880.0  # then one more round while the last round's trained weights drove below this mean return ...
+    dagger_check: int = DaggerConfig.check  # ... over this many episodes alone (dagger --check) ...
     dagger_max_rounds: int | None = None  # ... up to this many rounds in all (None: EXTRA_ROUNDS more than dagger_rounds;
     # dagger --until / --max-rounds; docs/results.md, 'More rounds while the rollouts fall short')
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
@@ -118,7 +119,7 @@ class QuickstartConfig:
     def dagger_config(self, run: str) -> DaggerConfig:
         """The DAgger rounds of the job (rollout seeds from FIRST_SEED + 1000 * seed)."""
         return DaggerConfig(
-            run=run, rounds=self.dagger_rounds, until=self.dagger_until, max_rounds=self.dagger_max_rounds, episodes=self.dagger_episodes, epochs=self.dagger_epochs, minutes=self.dagger_minutes,
+            run=run, rounds=self.dagger_rounds, until=self.dagger_until, check=self.dagger_check, max_rounds=self.dagger_max_rounds, episodes=self.dagger_episodes, epochs=self.dagger_epochs, minutes=self.dagger_minutes,
             workers=self.workers, max_steps=self.max_steps, seed_start=FIRST_SEED + 1000 * self.seed, beta=self.dagger_beta,
             takeover=self.dagger_takeover, perturb=self.dagger_perturb,
         )
@@ -173,7 +174,8 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("train", t0)
 
     t0 = time.monotonic()
-    extra = f" (up to {cfg.dagger_max_rounds} while a round's clean rollouts average below {cfg.dagger_until:g})" if cfg.dagger_until else ""
+    judge = f"its weights average on {_count(cfg.dagger_check, 'check episode')}" if cfg.dagger_check else "its clean rollouts average"
+    extra = f" (up to {cfg.dagger_max_rounds} while a round's {judge} below {cfg.dagger_until:g})" if cfg.dagger_until else ""
     _stage(f"3/5 {cfg.dagger_rounds} DAgger rounds{extra}: {cfg.dagger_episodes} policy rollouts labelled by the expert, "
            f"{_count(cfg.dagger_epochs, 'epoch')} of training each")
     dagger(cfg.dagger_config(str(run)))
@@ -202,6 +204,7 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
     metrics = json.loads((run / "metrics.json").read_text())
     dag = json.loads((run / "dagger.json").read_text())
     best = metrics.get("best") or {}
+    checks = any("check" in r for r in dag["rounds"])
     space = ("continuous (steer, gas, brake)" if cfg.continuous else {
         "wheel": "discrete (5; the network learns the front-wheel angle the expert plans and the expert's target speed, "
                  "and drives by the pulse that steers its wheels there, braking where the expert would on the speed the "
@@ -227,7 +230,9 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         f"- behaviour cloning: {_count(cfg.train_epochs, 'epoch')}, then {cfg.dagger_epochs} after each DAgger round, Adam {cfg.lr:g}: {metrics['epochs']} epochs "
         f"in all, {metrics['train_seconds'] / 60:.1f} min of training; {len(dag['rounds'])} DAgger "
         f"rounds of {cfg.dagger_episodes} rollouts (mean return while collecting: "
-        + ", ".join(rollout_returns(r) for r in dag["rounds"]) + ")",
+        + ", ".join(rollout_returns(r) for r in dag["rounds"]) + ")"
+        + ("; each round's trained weights alone on the check seeds: " + ", ".join(f"round {r['round']} {r['check']['mean_return']:.1f}"
+                                                                                  for r in dag["rounds"] if "check" in r) if checks else ""),
         f"- offline, held-out episodes: validation loss {best.get('val_loss', float('nan')):.4f}, "
         f"action-class accuracy {best.get('val_accuracy', float('nan')):.1%}"
         + (f", steering MAE {best['val_steer_mae']:.3f}" if "val_steer_mae" in best else ""),

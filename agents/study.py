@@ -59,7 +59,8 @@ class Recipe(ConfigDict):
 
     epochs: int = 4  # behaviour-cloning epochs on the demonstrations
     dagger_rounds: int = 2  # DAgger rounds after it (0: pure behaviour cloning)
-    dagger_until: float = 0.0  # > 0: then one more round while the last round's clean rollouts averaged below this return (dagger --until) ...
+    dagger_until: float = 0.0  # > 0: then one more round while the last round's trained weights drove below this mean return (dagger --until) ...
+    dagger_check: int = DaggerConfig.check  # ... over this many episodes alone (dagger --check; 0: the round's clean rollouts' mean) ...
     dagger_max_rounds: int = 0  # ... up to this many rounds in all (dagger --max-rounds)
     dagger_episodes: int = 10  # policy rollouts per round, labelled by the expert
     dagger_epochs: int = 2  # training epochs after each round
@@ -110,7 +111,7 @@ class Recipe(ConfigDict):
 
     def dagger_config(self, run: str, expert: str, seed: int, max_steps: int = EPISODE_STEPS) -> DaggerConfig:
         """This recipe's DAgger rounds after the behaviour cloning of one run (one rollout process)."""
-        return DaggerConfig(run=run, expert=expert, rounds=self.dagger_rounds, until=self.dagger_until, max_rounds=self.dagger_max_rounds, episodes=self.dagger_episodes, beta=self.dagger_beta,
+        return DaggerConfig(run=run, expert=expert, rounds=self.dagger_rounds, until=self.dagger_until, check=self.dagger_check, max_rounds=self.dagger_max_rounds, episodes=self.dagger_episodes, beta=self.dagger_beta,
                             epochs=self.dagger_epochs, workers=1, max_steps=max_steps, off_road_steps=self.dagger_off_road,
                             takeover=self.dagger_takeover, perturb=self.dagger_perturb, seed_start=FIRST_SEED + seed * 1000)  # each training seed has its own rollouts
 
@@ -125,8 +126,11 @@ LEGACY_RECIPE: dict[str, Any] = {
 
 
 # Recipe fields added after studies began storing whole recipes, with the value that means what a stored recipe
-# without them was trained by (a field whose default is not the old behaviour must be named here)
-ADDED_FIELDS: dict[str, Any] = {"dagger_perturb": "none", "arrival_windows": False}
+# without them was trained by (a field whose default is not the old behaviour must be named here), or a function of the
+# stored recipe giving it: DAgger's check changed what dagger_until judges, and means nothing without it, so a study that
+# never used until continues under today's default
+ADDED_FIELDS: dict[str, Any] = {"dagger_perturb": "none", "arrival_windows": False,
+                                "dagger_check": lambda recipe: 0 if recipe.get("dagger_until") else DaggerConfig.check}
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
@@ -313,7 +317,7 @@ class StudyFile:
             need(self.data.get("format") == FORMAT, f"{self.path} is not a study file ({FORMAT})")
             # a study from before "recipes" was stored: its variants' overrides on the defaults of that time
             self.data.setdefault("recipes", {v: Recipe.from_dict({**LEGACY_RECIPE, **o}).to_dict() for v, o in self.data["config"]["variants"].items()})
-            self.data["recipes"] = {v: {**ADDED_FIELDS, **r} for v, r in self.data["recipes"].items()}
+            self.data["recipes"] = {v: {**{k: f(r) if callable(f) else f for k, f in ADDED_FIELDS.items()}, **r} for v, r in self.data["recipes"].items()}
             self._check_compatible(cfg)
             self.data["config"] = _merged_config(self.data["config"], asdict(cfg))
         else:

@@ -25,8 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expert", default="track", choices=EXPERTS, help="who labels the frames (default track)")
     p.add_argument("--rounds", type=positive_int, default=DaggerConfig.rounds, help=f"total DAgger rounds for the run (default {DaggerConfig.rounds}, the recipe's)")
     p.add_argument("--until", type=non_negative_float, default=DaggerConfig.until, metavar="RETURN",
-                   help="after --rounds, one more round while the last round's clean rollouts (not those under --perturb) averaged a return below RETURN, up to "
-                        "--max-rounds in all: the extra rounds go only to a run that needs them (default 0: exactly --rounds)")
+                   help="after --rounds, one more round while the last round's trained weights, driving --check episodes alone, averaged a "
+                        "return below RETURN, up to --max-rounds in all: the extra rounds go only to a run that needs them (default 0: exactly --rounds)")
+    p.add_argument("--check", type=non_negative_int, default=DaggerConfig.check, metavar="N",
+                   help=f"with --until, the episodes each round's trained weights drive alone for it (seeds 30000.., the same every round; "
+                        f"default {DaggerConfig.check}); 0: judge the round's own clean rollouts instead (not those under --perturb), driven "
+                        "by the weights before its training with the expert's help: the rule of the earlier studies")
     p.add_argument("--max-rounds", type=positive_int, default=DaggerConfig.max_rounds or None, metavar="N",
                    help="with --until, the most rounds in all (more than --rounds)")
     p.add_argument("--episodes", type=positive_int, default=10, help="rollouts per round (default 10)")
@@ -59,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from agents.dagger import dagger, rollout_returns
 
     cfg = DaggerConfig(
-        run=args.run, expert=args.expert, rounds=args.rounds, until=args.until, max_rounds=args.max_rounds or 0, episodes=args.episodes, beta=args.beta,
+        run=args.run, expert=args.expert, rounds=args.rounds, until=args.until, check=args.check, max_rounds=args.max_rounds or 0, episodes=args.episodes, beta=args.beta,
         epochs=args.epochs, minutes=args.minutes, workers=args.workers, ray=args.ray, max_steps=args.max_steps,
         off_road_steps=args.off_road_steps, takeover=args.takeover, perturb=args.perturb,
     )
@@ -70,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
             f"round {r['round']}{' (extra)' if r.get('extra') else ''}: beta {r['beta']:.2f}, rollouts mean return {rollout_returns(r)}, "
             f"expert's action on {r.get('expert_share', float('nan')):.0%} of steps, "
             f"validation loss {best.get('val_loss', float('nan')):.4f}, accuracy {best.get('val_accuracy', float('nan')):.1%}"
+            + (f"; its weights alone on the check seeds: {r['check']['mean_return']:.1f}" if "check" in r else "")
         )
     print(f"run in {args.run}; evaluate it with 'nacdrive evaluate {args.run}'")
     return 0

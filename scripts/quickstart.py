@@ -40,8 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_gap_flags(p)
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
     p.add_argument("--dagger-until", type=non_negative_float, default=QuickstartConfig.dagger_until, metavar="RETURN",
-                   help="then one more round while the last round's clean rollouts (not those under --dagger-perturb) averaged a return below RETURN, up to --dagger-max-rounds "
-                        f"(default {QuickstartConfig.dagger_until:g}; 0: exactly --dagger-rounds; see 'nacdrive dagger --help')")
+                   help="then one more round while the last round's trained weights, driving --dagger-check episodes alone, averaged a return below "
+                        f"RETURN, up to --dagger-max-rounds (default {QuickstartConfig.dagger_until:g}; 0: exactly --dagger-rounds; see 'nacdrive dagger --help')")
+    p.add_argument("--dagger-check", type=non_negative_int, default=QuickstartConfig.dagger_check, metavar="N",
+                   help=f"with --dagger-until, the episodes those weights drive for it (seeds 30000..; default {QuickstartConfig.dagger_check}; "
+                        "0: judge the round's clean rollouts instead, as 'nacdrive dagger --check 0')")
     p.add_argument("--dagger-max-rounds", type=positive_int, metavar="N", help="with --dagger-until, the most DAgger rounds in all "
                    "(default: --dagger-rounds + 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
@@ -78,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = QuickstartConfig(
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
         train_epochs=args.train_epochs, lr=args.lr, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds,
-        dagger_until=args.dagger_until, dagger_max_rounds=args.dagger_max_rounds, dagger_episodes=args.dagger_episodes,
+        dagger_until=args.dagger_until, dagger_check=args.dagger_check, dagger_max_rounds=args.dagger_max_rounds, dagger_episodes=args.dagger_episodes,
         dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover, dagger_perturb=args.dagger_perturb,
         turn_weight=args.turn_weight, eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
         **{k: v for k, v in (("discrete_target", args.discrete_target), ("rate_window", args.rate_window)) if v is not None},  # None: the default

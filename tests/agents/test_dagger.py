@@ -7,8 +7,8 @@ import pytest
 
 from agents.tasks import train
 from agents.training import TrainConfig
-from agents.env import STATE_FIELDS
-from agents.dagger import DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns
+from agents.env import CHECK_SEED, STATE_FIELDS
+from agents.dagger import DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns, wants_check
 from datasets.demos import DemoSet
 from nac import ConfigError
 
@@ -133,8 +133,28 @@ def test_a_copied_run_trains_in_its_own_folder(tiny_demos, tmp_path):
     assert DemoSet(moved / "dagger").seeds() == [1_000_000]
 
 
-def test_more_rounds_go_on_while_the_last_rollouts_fall_short_up_to_the_cap():
-    cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=3)
+def test_more_rounds_go_on_while_the_checked_weights_fall_short_up_to_the_cap():
+    cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=8)
+
+    def checked(*means):
+        """Trained rounds whose weights drove these check means (their rollouts, none here, do not count)."""
+        return [{"round": i + 1, "trained": True, "seeds": [i + 1], "check": {"mean_return": m}} for i, m in enumerate(means)]
+
+    assert more_rounds(cfg, checked(910.0, 871.0), 2, [])  # the seed-2 draw's weights lost a lap: a third round
+    assert not more_rounds(cfg, checked(700.0, 904.2), 2, [])  # its weights drove well: done, whatever the rollouts said
+    assert more_rounds(cfg, checked(910.0, 871.0, 860.0), 3, []) and not more_rounds(cfg, checked(910.0, 871.0, 860.0, 850.0), 4, [])  # the cap
+    # a check is wanted once per trained round that more_rounds judges: from `rounds` on, below the cap, not yet checked
+    assert [wants_check(cfg, checked(*[900.0] * (done - 1)) + [{"round": done, "trained": True}], done) for done in (1, 2, 3, 4)] == \
+        [False, True, True, False]
+    assert not wants_check(cfg, checked(900.0, 871.0), 2)  # checked already (an interrupted job resumes past it)
+    assert not wants_check(DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=0), [{"round": 2, "trained": True}] * 2, 2)
+    assert not wants_check(DaggerConfig(run="x", rounds=2), [{"round": 2, "trained": True}] * 2, 2)  # no until: nothing to judge
+    with pytest.raises(ConfigError, match="check must be >= 0"):
+        DaggerConfig(run="x", check=-1)
+
+
+def test_with_check_0_more_rounds_go_on_while_the_last_rollouts_fall_short_up_to_the_cap():
+    cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=3, check=0)
 
     def trained(*means, perturbed=None):
         """Trained rounds of one clean rollout each (seed = round), returning these means; `perturbed`: one more
@@ -166,17 +186,30 @@ def test_more_rounds_go_on_while_the_last_rollouts_fall_short_up_to_the_cap():
             DaggerConfig(run="x", rounds=2, **bad)
 
 
-def test_an_extra_round_follows_rollouts_below_until_and_is_marked(tiny_demos, tmp_path):
+def test_an_extra_round_follows_checked_weights_below_until_and_is_marked(tiny_demos, tmp_path):
     run = tmp_path / "run"
     train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
-    # 30-step rollouts cannot average 10 000: the extra round comes, up to the cap, with its own seeds
-    cfg = DaggerConfig(run=str(run), rounds=1, until=10_000.0, max_rounds=2, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none")
+    # 30-step episodes cannot average 10 000: the extra round comes, up to the cap, with its own seeds
+    cfg = DaggerConfig(run=str(run), rounds=1, until=10_000.0, max_rounds=2, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none", check=2)
     state = dagger(cfg, quiet=True)
     assert [(r["round"], r.get("extra", False), r["trained"]) for r in state["rounds"]] == [(1, False, True), (2, True, True)]
+    # round 1's trained weights drove the check seeds alone (what the evaluation of the run would have given on them);
+    # round 2, the cap, is not checked: nothing would follow from it
+    check = state["rounds"][0]["check"]
+    assert check["seeds"] == [CHECK_SEED, CHECK_SEED + 1] and "check" not in state["rounds"][1]
+    assert check["mean_return"] == pytest.approx(np.mean(check["returns"])) and 0.0 <= check["finished_share"] <= 1.0
     assert state["rounds"][0]["clean_mean_return"] == DemoSet(run / "dagger").episodes[0]["return"]
     assert DemoSet(run / "dagger").seeds() == [1_000_000, 1_000_001]
     assert json.loads((run / "metrics.json").read_text())["epochs"] == 3
     assert len(dagger(cfg, quiet=True)["rounds"]) == 2  # again: the cap holds
+
+
+def test_with_check_0_an_extra_round_follows_the_rollouts(tiny_demos, tmp_path):
+    run = tmp_path / "run"
+    train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
+    cfg = DaggerConfig(run=str(run), rounds=1, until=10_000.0, max_rounds=2, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none", check=0)
+    state = dagger(cfg, quiet=True)
+    assert [r["round"] for r in state["rounds"]] == [1, 2] and not any("check" in r for r in state["rounds"])
 
 
 def _split(trained, done):

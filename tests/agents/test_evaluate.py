@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from agents import evaluate as ev
 from agents.tasks import train
@@ -92,3 +93,17 @@ def test_none_names_the_clean_level_and_unknown_names_are_refused(two_runs):
     assert EvaluateConfig(runs=two_runs, perturb="none").perturb is None
     with pytest.raises(ConfigError, match="unknown perturbation 'nothing'.*or none"):
         EvaluateConfig(runs=two_runs, perturb="nothing")
+
+
+def test_an_evaluation_in_this_process_drives_the_weights_on_disk_now(tiny_demos, tmp_path):
+    # DAgger checks a run's weights after each round in the same process: a second evaluation must not drive the
+    # policy loaded by the first (the policies are cached in a process, for its episodes)
+    run = str(tmp_path / "run")
+    train(TrainConfig(data=[tiny_demos], out=run, head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
+    evaluate(EvaluateConfig(runs=[run], episodes=1, seed_start=500, workers=1, max_steps=5, experts=False))
+    before = [p.detach().clone() for p in ev._policy(run, "best", None).net.parameters()]
+    train(TrainConfig(data=[tiny_demos], out=run, head="gru", window=4, epochs=2, batch_size=16, chunk=4), resume=True, quiet=True,
+          restart_best=True)
+    evaluate(EvaluateConfig(runs=[run], episodes=1, seed_start=500, workers=1, max_steps=5, experts=False))
+    after = list(ev._policy(run, "best", None).net.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, after))
