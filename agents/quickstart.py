@@ -174,8 +174,9 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("train", t0)
 
     t0 = time.monotonic()
-    judge = f"its weights average on {_count(cfg.dagger_check, 'check episode')}" if cfg.dagger_check else "its clean rollouts average"
-    extra = f" (up to {cfg.dagger_max_rounds} while a round's {judge} below {cfg.dagger_until:g})" if cfg.dagger_until else ""
+    judge = (f"trained weights average below {cfg.dagger_until:g} on {_count(cfg.dagger_check, 'check episode')}" if cfg.dagger_check
+             else f"clean rollouts average below {cfg.dagger_until:g}")
+    extra = f" (up to {cfg.dagger_max_rounds} while a round's {judge})" if cfg.dagger_until else ""
     _stage(f"3/5 {cfg.dagger_rounds} DAgger rounds{extra}: {cfg.dagger_episodes} policy rollouts labelled by the expert, "
            f"{_count(cfg.dagger_epochs, 'epoch')} of training each")
     dagger(cfg.dagger_config(str(run)))
