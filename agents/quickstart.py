@@ -19,6 +19,7 @@ from agents.bc import frame_gaps
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.collect import CollectConfig, collect
+from agents.env import CHECK_SEED
 from agents.dagger import FIRST_SEED, DaggerConfig, dagger, recipe_beta, rollout_returns
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from agents.video import RecordConfig, record_video
@@ -115,6 +116,10 @@ class QuickstartConfig:
         need(last < self.eval_seed_start or first >= self.eval_seed_start + self.eval_episodes,
              f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include the held-out seeds "
              f"{self.eval_seed_start}..{self.eval_seed_start + self.eval_episodes - 1}; choose a seed below {self.eval_seed_start // 1000}")
+        checks = self.dagger_check if self.dagger_until else 0
+        need(last < CHECK_SEED or first >= CHECK_SEED + checks,
+             f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include the DAgger check's seeds "
+             f"{CHECK_SEED}..{CHECK_SEED + checks - 1}; choose another seed")
 
     def dagger_config(self, run: str) -> DaggerConfig:
         """The DAgger rounds of the job (rollout seeds from FIRST_SEED + 1000 * seed)."""

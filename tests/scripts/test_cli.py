@@ -127,6 +127,7 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["evaluate", "/nonexistent"], "config.json not found"),
         (["dagger", "--run", "/nonexistent"], "not a training run"),
         (["quickstart", "--seed", "10"], "include the held-out seeds 10000..10009"),
+        (["quickstart", "--seed", "30"], "nacdrive quickstart: seed 30 would record demonstrations on seeds 30000..30049, which include the DAgger check's seeds 30000..30007; choose another seed"),
         (["quickstart", "--regular-share", "2"], "regular share must be in [0, 1] (got 2.0)"),
         (["quickstart", "--discrete", "--discrete-target", "rates", "--rate-window", "0"], "--rate-window"),
         (["quickstart", "--discrete", "--rate-window", "2"], "--rate-window is for --discrete --discrete-target rates"),
