@@ -48,10 +48,10 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
 
 
 DISCRETE_TARGETS = ("wheel", "rates", "actions")
-# DAgger rounds the quick start may add while the last round's clean rollouts average below dagger_until: two. Of the
-# discrete runs whose third round still left them short (rollouts below 880), a fourth took the quick start's seed 2
-# from 866.9 (8 laps) to 908.0 (9) and the discrete-heads study's MHA seed 1 from 873.4 (8) to 910.5 (10)
-# (docs/results.md, 'More rounds while the rollouts fall short'); a run whose rollouts reach 880 stops as before
+# DAgger rounds the quick start may add while the last round's trained weights average below dagger_until on their check
+# (dagger --check): two. Of the discrete runs whose third round still left them short (rollouts below 880, the rule then), a
+# fourth took the quick start's seed 2 from 866.9 (8 laps) to 908.0 (9) and the discrete-heads study's MHA seed 1 from 873.4
+# (8) to 910.5 (10) (docs/results.md, 'A fourth round', 'Judging the trained weights'); a run whose weights reach 880 stops
 EXTRA_ROUNDS = 2
 
 
