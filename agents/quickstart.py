@@ -113,13 +113,11 @@ class QuickstartConfig:
         except ConfigError as e:
             raise ConfigError(f"the DAgger rounds' {e}") from None
         first, last = 1000 * self.seed, 1000 * self.seed + self.episodes - 1
-        need(last < self.eval_seed_start or first >= self.eval_seed_start + self.eval_episodes,
-             f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include the held-out seeds "
-             f"{self.eval_seed_start}..{self.eval_seed_start + self.eval_episodes - 1}; choose a seed below {self.eval_seed_start // 1000}")
         checks = self.dagger_check if self.dagger_until else 0
-        need(last < CHECK_SEED or first >= CHECK_SEED + checks,
-             f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include the DAgger check's seeds "
-             f"{CHECK_SEED}..{CHECK_SEED + checks - 1}; choose another seed")
+        for what, start, count, advice in (("the held-out seeds", self.eval_seed_start, self.eval_episodes, f"a seed below {self.eval_seed_start // 1000}"),
+                                           ("the DAgger check's seeds", CHECK_SEED, checks, "another seed")):
+            need(last < start or first >= start + count, f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include "
+                                                         f"{what} {start}..{start + count - 1}; choose {advice}")
 
     def dagger_config(self, run: str) -> DaggerConfig:
         """The DAgger rounds of the job (rollout seeds from FIRST_SEED + 1000 * seed)."""

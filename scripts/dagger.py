@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agents.dagger import DaggerConfig, recipe_beta
+from agents.env import CHECK_SEED
 from agents.experts import EXPERTS
 from scripts.args import add_ray_flag, non_negative_float, non_negative_int, positive_float, positive_int
 
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="after --rounds, one more round while the last round's trained weights, driving --check episodes alone, averaged a "
                         "return below RETURN, up to --max-rounds in all: the extra rounds go only to a run that needs them (default 0: exactly --rounds)")
     p.add_argument("--check", type=non_negative_int, default=DaggerConfig.check, metavar="N",
-                   help=f"with --until, the episodes each round's trained weights drive alone for it (seeds 30000.., the same every round; "
+                   help=f"with --until, the episodes each round's trained weights drive alone for it (seeds {CHECK_SEED}.., the same every round; "
                         f"default {DaggerConfig.check}); 0: judge the round's own clean rollouts instead (not those under --perturb), driven "
                         "by the weights before its training with the expert's help: the rule of the earlier studies")
     p.add_argument("--max-rounds", type=positive_int, default=DaggerConfig.max_rounds or None, metavar="N",

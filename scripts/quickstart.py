@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from agents.env import CHECK_SEED
 from agents.quickstart import DISCRETE_TARGETS, QuickstartConfig, recipe_for
 from nac.heads import head_names
 from scripts.args import add_gap_flags, non_negative_float, non_negative_int, positive_float, positive_int
@@ -43,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="then one more round while the last round's trained weights, driving --dagger-check episodes alone, averaged a return below "
                         f"RETURN, up to --dagger-max-rounds (default {QuickstartConfig.dagger_until:g}; 0: exactly --dagger-rounds; see 'nacdrive dagger --help')")
     p.add_argument("--dagger-check", type=non_negative_int, default=QuickstartConfig.dagger_check, metavar="N",
-                   help=f"with --dagger-until, the episodes those weights drive for it (seeds 30000..; default {QuickstartConfig.dagger_check}; "
+                   help=f"with --dagger-until, the episodes those weights drive for it (seeds {CHECK_SEED}..; default {QuickstartConfig.dagger_check}; "
                         "0: judge the round's clean rollouts instead, as 'nacdrive dagger --check 0')")
     p.add_argument("--dagger-max-rounds", type=positive_int, metavar="N", help="with --dagger-until, the most DAgger rounds in all "
                    "(default: --dagger-rounds + 2)")
