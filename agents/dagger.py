@@ -293,13 +293,10 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
             state["rounds"][r - 1]["target"] = target
             write_json(state_path, state)
         target = state["rounds"][r - 1]["target"]
-        # Training goes on in the run folder given, wherever it was trained: its config holds the paths as training was
-        # given them (often relative to another working directory), and a copied or moved run once trained the folder its
-        # old path named instead, another run's. Its own rollouts are read from it likewise.
-        own = {str(Path(tc.out) / "dagger"), str(data_dir)}
-        data = [d for d in tc.data if d not in own] + [str(data_dir)]
-        tc = TrainConfig.from_dict({**asdict(tc), "out": str(run), "data": data, "epochs": target["epochs"] or 10**9,
-                                    "minutes": target["minutes"]})
+        # training goes on in the run folder given, wherever it was trained (TrainConfig.moved_to), on its rollouts too
+        tc = tc.moved_to(run)
+        data = tc.data + ([str(data_dir)] if str(data_dir) not in tc.data else [])
+        tc = TrainConfig.from_dict({**asdict(tc), "data": data, "epochs": target["epochs"] or 10**9, "minutes": target["minutes"]})
         saved["train"] = asdict(tc)
         write_json(config_path, saved)
         # best weights from this round's training on (the validation episodes are expert-driven,

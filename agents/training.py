@@ -127,6 +127,23 @@ class TrainConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
+    def moved_to(self, run: str | Path) -> "TrainConfig":
+        """This saved config for the run now in `run`, wherever it was trained.
+
+        A run's config keeps its folders as training was given them, often relative to another working directory. A
+        data folder inside the old run folder is the run's own (DAgger's rollouts) and follows it; one outside it keeps its
+        path while that is a folder, and else is looked for where it lay beside the old run folder (a quick start's
+        folder copied whole, demonstrations and run together). A copied run once trained on its original's rollouts,
+        and a moved quick start on a demonstrations path that no longer resolved."""
+        old, new = Path(os.path.abspath(self.out)), Path(run)
+        data = []
+        for d in self.data:
+            rel = Path(os.path.relpath(os.path.abspath(d), old))
+            inside = not rel.parts or rel.parts[0] != ".."
+            moved = Path(os.path.normpath(new / rel))  # copy/run/../demos -> copy/demos
+            data.append(str(moved) if inside or (not Path(d).is_dir() and moved.is_dir()) else d)
+        return TrainConfig.from_dict({**asdict(self), "out": str(new), "data": list(dict.fromkeys(data))})
+
 
 class Task(Protocol):
     net: nn.Module
@@ -188,7 +205,7 @@ def prepare_run(cfg: TrainConfig, resume: bool) -> TrainConfig:
         data = json.loads(saved.read_text())
         if data.get("task") != cfg.task or "train" not in data:
             raise ConfigError(f"{run} is not a {cfg.task} training run (task {data.get('task')!r}); cannot resume it")
-        old = TrainConfig.from_dict(data["train"])
+        old = TrainConfig.from_dict(data["train"]).moved_to(run)
         return TrainConfig.from_dict({**asdict(old), "epochs": cfg.epochs or old.epochs, "minutes": cfg.minutes or old.minutes})
     if run.exists() and any(run.iterdir()):
         raise ConfigError(f"{run} is not empty; use --resume to continue the run there, or another --out")

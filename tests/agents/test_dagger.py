@@ -133,6 +133,36 @@ def test_a_copied_run_trains_in_its_own_folder(tiny_demos, tmp_path):
     assert DemoSet(moved / "dagger").seeds() == [1_000_000]
 
 
+def test_a_quickstart_folder_copied_whole_trains_on_its_own_demonstrations(tiny_demos, tmp_path, monkeypatch):
+    """A job folder holding demonstrations and a run trained on them by paths relative to the working
+    directory then (as the quick start trains), copied under another name and the original deleted,
+    goes on training on the copy's demonstrations; it once stopped with 'job/demos is not a folder'."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(tiny_demos, tmp_path / "job" / "demos")
+    train(TrainConfig(data=["job/demos"], out="job/run", head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
+    shutil.copytree(tmp_path / "job", tmp_path / "copy")
+    shutil.rmtree(tmp_path / "job")
+    dagger(DaggerConfig(run="copy/run", rounds=1, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none"), quiet=True)
+    cfg = json.loads((tmp_path / "copy" / "run" / "config.json").read_text())["train"]
+    assert cfg["data"] == ["copy/demos", "copy/run/dagger"]
+    assert json.loads((tmp_path / "copy" / "run" / "metrics.json").read_text())["epochs"] == 2
+
+
+def test_a_moved_config_keeps_data_that_still_resolves_and_takes_its_own_along(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for d in ("kept", "new/beside", "old/beside"):
+        (tmp_path / d).mkdir(parents=True)
+    cfg = TrainConfig(data=["kept", "old/beside", "old/run/dagger", "gone"], out="old/run")
+    moved = cfg.moved_to("new/run")
+    # an outside folder that is still there stays, even where one lies beside the new run; the run's own follows it;
+    # a missing one with nothing beside the new run stays as it was (training then names it)
+    assert moved.out == "new/run" and moved.data == ["kept", "old/beside", "new/run/dagger", "gone"]
+    (tmp_path / "old" / "beside").rmdir()
+    assert cfg.moved_to("new/run").data == ["kept", "new/beside", "new/run/dagger", "gone"]
+
+
 def test_more_rounds_go_on_while_the_checked_weights_fall_short_up_to_the_cap():
     cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=8)
 
