@@ -26,8 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expert", default="track", choices=EXPERTS, help="who labels the frames (default track)")
     p.add_argument("--rounds", type=positive_int, default=DaggerConfig.rounds, help=f"total DAgger rounds for the run (default {DaggerConfig.rounds}, the recipe's)")
     p.add_argument("--until", type=non_negative_float, default=DaggerConfig.until, metavar="RETURN",
-                   help="after --rounds, one more round while the last round's trained weights, driving --check episodes alone, averaged a "
-                        "return below RETURN, up to --max-rounds in all: the extra rounds go only to a run that needs them (default 0: exactly --rounds)")
+                   help="after --rounds, one more round while the last round's trained weights, driving --check episodes alone, drove any "
+                        "of them to a return below RETURN, up to --max-rounds in all: the extra rounds go only to a run that needs them (default 0: exactly --rounds)")
     p.add_argument("--check", type=non_negative_int, default=DaggerConfig.check, metavar="N",
                    help=f"with --until, the episodes each round's trained weights drive alone for it (seeds {CHECK_SEED}.., the same every round; "
                         f"default {DaggerConfig.check}); 0: judge the round's own clean rollouts instead (not those under --perturb), driven "

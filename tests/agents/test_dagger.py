@@ -163,15 +163,18 @@ def test_a_moved_config_keeps_data_that_still_resolves_and_takes_its_own_along(t
     assert cfg.moved_to("new/run").data == ["kept", "new/beside", "new/run/dagger", "gone"]
 
 
-def test_more_rounds_go_on_while_the_checked_weights_fall_short_up_to_the_cap():
-    cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=8)
+def test_more_rounds_go_on_while_the_checked_weights_drive_an_episode_short_up_to_the_cap():
+    cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=3)
 
-    def checked(*means):
-        """Trained rounds whose weights drove these check means (their rollouts, none here, do not count)."""
-        return [{"round": i + 1, "trained": True, "seeds": [i + 1], "check": {"mean_return": m}} for i, m in enumerate(means)]
+    def checked(*worsts):
+        """Trained rounds whose weights drove check episodes with these worst returns, the others at 915 (their rollouts, none
+        here, do not count)."""
+        return [{"round": i + 1, "trained": True, "seeds": [i + 1], "check": {"returns": [915.0, w, 912.0], "mean_return": (1827.0 + w) / 3}}
+                for i, w in enumerate(worsts)]
 
-    assert more_rounds(cfg, checked(910.0, 871.0), 2, [])  # the seed-2 draw's weights lost a lap: a third round
-    assert not more_rounds(cfg, checked(700.0, 904.2), 2, [])  # its weights drove well: done, whatever the rollouts said
+    # the seed-2 draw's weights: a mean of 897.4 over the check, one track (865) lost: a third round
+    assert more_rounds(cfg, checked(910.0, 865.2), 2, [])
+    assert not more_rounds(cfg, checked(700.0, 904.2), 2, [])  # its weights drove every episode well: done, whatever the rollouts said
     assert more_rounds(cfg, checked(910.0, 871.0, 860.0), 3, []) and not more_rounds(cfg, checked(910.0, 871.0, 860.0, 850.0), 4, [])  # the cap
     # a check is wanted once per trained round that more_rounds judges: from `rounds` on, below the cap, not yet checked
     assert [wants_check(cfg, checked(*[900.0] * (done - 1)) + [{"round": done, "trained": True}], done) for done in (1, 2, 3, 4)] == \

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agents.dagger import DaggerConfig
 from agents import study
 from agents.study import StudyConfig, parse_variant, run_study
 from agents.study_report import aggregates, build, laps_lost_by_track, probability_of_improvement, score_matrices
@@ -111,7 +112,7 @@ def test_variants_parse_and_refuse():
     from agents.study import Recipe
 
     d = Recipe.from_dict(parse_variant("x:dagger_until=880,dagger_max_rounds=3")[1]).dagger_config("r", expert="track", seed=0)
-    assert (d.rounds, d.until, d.max_rounds, d.check) == (2, 880.0, 3, 8) and Recipe().dagger_config("r", expert="track", seed=0).until == 0.0
+    assert (d.rounds, d.until, d.max_rounds, d.check) == (2, 880.0, 3, 16) and Recipe().dagger_config("r", expert="track", seed=0).until == 0.0
     assert Recipe.from_dict(parse_variant("x:dagger_until=880,dagger_max_rounds=3,dagger_check=0")[1]).dagger_config("r", expert="track", seed=0).check == 0
     # the turn weight reaches the runs' training (train --turn-weight), and only a wheel-angle network takes it
     t = Recipe.from_dict(parse_variant("x:turn_weight=4,net.wheel_target=true")[1]).train_config("d", "r", head="nac", seed=0, continuous=False)
@@ -244,11 +245,11 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     # its rollouts (0), one without until continues as it is
     without = {k: v for k, v in data["recipes"]["base"].items() if k != "dagger_check"}
     (moved / "study.json").write_text(json.dumps({**data, "recipes": {"base": {**without, "dagger_until": 880.0, "dagger_max_rounds": 3}}}))
-    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with dagger_until=880.0 \(asked: 0.0\), dagger_check=0 \(asked: 8\), "
+    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with dagger_until=880.0 \(asked: 0.0\), dagger_check=0 \(asked: 16\), "
                        r"dagger_max_rounds=3 \(asked: 0\)"):
         run_study(tiny(moved, workers=2), quiet=True)
     (moved / "study.json").write_text(json.dumps({**data, "recipes": {"base": without}}))
-    assert study.StudyFile(tiny(moved, workers=2)).recipe("base").dagger_check == 8
+    assert study.StudyFile(tiny(moved, workers=2)).recipe("base").dagger_check == DaggerConfig.check
     # a study written before recipes were stored gets them from its overrides on the defaults of that
     # time (study.LEGACY_RECIPE), not today's: regular frame gaps for every head, where today's recipe
     # gives each head its own (None), and DAgger's beta 0.5 where today's is each head's (None); continued with those values passed, and refused by name without
