@@ -140,8 +140,11 @@ class TrainConfig:
         for d in self.data:
             rel = Path(os.path.relpath(os.path.abspath(d), old))
             inside = not rel.parts or rel.parts[0] != ".."
+            if inside:  # spelt as the caller spells the run folder (dagger finds its rollouts in the list by run / "dagger")
+                data.append(str(new / rel))
+                continue
             moved = Path(os.path.normpath(new / rel))  # copy/run/../demos -> copy/demos
-            data.append(str(moved) if inside or (not Path(d).is_dir() and moved.is_dir()) else d)
+            data.append(str(moved) if not Path(d).is_dir() and moved.is_dir() else d)
         return TrainConfig.from_dict({**asdict(self), "out": str(new), "data": list(dict.fromkeys(data))})
 
 

@@ -1,6 +1,7 @@
 """DAgger: policy rollouts labelled by the expert, added to the run's data, and training on."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,6 +162,9 @@ def test_a_moved_config_keeps_data_that_still_resolves_and_takes_its_own_along(t
     assert moved.out == "new/run" and moved.data == ["kept", "old/beside", "new/run/dagger", "gone"]
     (tmp_path / "old" / "beside").rmdir()
     assert cfg.moved_to("new/run").data == ["kept", "new/beside", "new/run/dagger", "gone"]
+    # the run's own folder is named as the run folder is given, which dagger's own path (run / "dagger") matches: given as
+    # new/../new/run it was normalised to new/run/dagger, and dagger added its rollouts a second time ("given twice")
+    assert cfg.moved_to("new/../new/run").data[2] == str(Path("new/../new/run") / "dagger")
 
 
 def test_more_rounds_go_on_while_the_checked_weights_drive_an_episode_short_up_to_the_cap():
