@@ -145,6 +145,7 @@ def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: l
         "val_accuracy": info.val_accuracy,
         "seeds": [r.seed for r in results],
         "returns": [r.episode_return for r in results],
+        "tiles": [r.tiles_visited for r in results],  # each episode's share of its track's tiles
     }
 
 

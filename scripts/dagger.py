@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agents.dagger import DaggerConfig, recipe_beta
+from agents.dagger import LOST_TILES, DaggerConfig, recipe_beta
 from agents.env import CHECK_SEED
 from agents.experts import EXPERTS
 from scripts.args import add_ray_flag, non_negative_float, non_negative_int, positive_float, positive_int
@@ -26,11 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--expert", default="track", choices=EXPERTS, help="who labels the frames (default track)")
     p.add_argument("--rounds", type=positive_int, default=DaggerConfig.rounds, help=f"total DAgger rounds for the run (default {DaggerConfig.rounds}, the recipe's)")
     p.add_argument("--until", type=non_negative_float, default=DaggerConfig.until, metavar="RETURN",
-                   help="after --rounds, one more round while the last round's trained weights, driving --check episodes alone, drove any "
-                        "of them to a return below RETURN, up to --max-rounds in all: the extra rounds go only to a run that needs them (default 0: exactly --rounds)")
+                   help="after --rounds, one more round while the last round's clean rollouts average a return below RETURN, or its trained "
+                        "weights, driving --check episodes alone, do or lose a track (reach fewer than "
+                        f"{LOST_TILES * 100:.0f} %% of its tiles in an episode), up to --max-rounds in all: the extra rounds go only to a run that needs them "
+                        "(default 0: exactly --rounds)")
     p.add_argument("--check", type=non_negative_int, default=DaggerConfig.check, metavar="N",
                    help=f"with --until, the episodes each round's trained weights drive alone for it (seeds {CHECK_SEED}.., the same every round; "
-                        f"default {DaggerConfig.check}); 0: judge the round's own clean rollouts instead (not those under --perturb), driven "
+                        f"default {DaggerConfig.check}); 0: judge the round's own clean rollouts alone (not those under --perturb), driven "
                         "by the weights before its training with the expert's help: the rule of the earlier studies")
     p.add_argument("--max-rounds", type=positive_int, default=DaggerConfig.max_rounds or None, metavar="N",
                    help="with --until, the most rounds in all (more than --rounds)")

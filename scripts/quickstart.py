@@ -41,11 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_gap_flags(p)
     p.add_argument("--dagger-rounds", type=positive_int, default=2, help="DAgger rounds (default 2)")
     p.add_argument("--dagger-until", type=non_negative_float, default=QuickstartConfig.dagger_until, metavar="RETURN",
-                   help="then one more round while the last round's trained weights, driving --dagger-check episodes alone, drove any of them below "
-                        f"RETURN, up to --dagger-max-rounds (default {QuickstartConfig.dagger_until:g}; 0: exactly --dagger-rounds; see 'nacdrive dagger --help')")
+                   help="then one more round while the last round's clean rollouts average below RETURN, or its trained weights, driving "
+                        f"--dagger-check episodes alone, do or lose a track, up to --dagger-max-rounds (default {QuickstartConfig.dagger_until:g}; 0: exactly --dagger-rounds; see 'nacdrive dagger --help')")
     p.add_argument("--dagger-check", type=non_negative_int, default=QuickstartConfig.dagger_check, metavar="N",
                    help=f"with --dagger-until, the episodes those weights drive for it (seeds {CHECK_SEED}..; default {QuickstartConfig.dagger_check}; "
-                        "0: judge the round's clean rollouts instead, as 'nacdrive dagger --check 0')")
+                        "0: the rollouts alone, as 'nacdrive dagger --check 0')")
     p.add_argument("--dagger-max-rounds", type=positive_int, metavar="N", help="with --dagger-until, the most DAgger rounds in all "
                    "(default: --dagger-rounds + 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")

@@ -9,7 +9,7 @@ import pytest
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.env import CHECK_SEED, STATE_FIELDS
-from agents.dagger import DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns, wants_check
+from agents.dagger import LOST_TILES, DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns, wants_check
 from datasets.demos import DemoSet
 from nac import ConfigError
 
@@ -167,25 +167,48 @@ def test_a_moved_config_keeps_data_that_still_resolves_and_takes_its_own_along(t
     assert cfg.moved_to("new/../new/run").data[2] == str(Path("new/../new/run") / "dagger")
 
 
-def test_more_rounds_go_on_while_the_checked_weights_drive_an_episode_short_up_to_the_cap():
+def test_more_rounds_go_on_while_the_rollouts_or_the_checked_weights_fall_short_up_to_the_cap():
     cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=3)
 
-    def checked(*worsts):
-        """Trained rounds whose weights drove check episodes with these worst returns, the others at 915 (their rollouts, none
-        here, do not count)."""
-        return [{"round": i + 1, "trained": True, "seeds": [i + 1], "check": {"returns": [915.0, w, 912.0], "mean_return": (1827.0 + w) / 3}}
-                for i, w in enumerate(worsts)]
+    def checked(*worsts, rollouts=905.0):
+        """Trained rounds whose weights drove three check episodes, one of them as `worsts` gives (return, share of the tiles), the
+        others at 915 with every tile; each round's one clean rollout (seed = round) returned `rollouts`."""
+        rounds = [{"round": i + 1, "trained": True, "seeds": [i + 1],
+                   "check": {"returns": [915.0, w, 912.0], "tiles": [1.0, t, 1.0], "mean_return": (1827.0 + w) / 3}}
+                  for i, (w, t) in enumerate(worsts)]
+        return rounds, [{"seed": i + 1, "return": rollouts, "perturb": None} for i in range(len(worsts))]
 
-    # the seed-2 draw's weights: a mean of 897.4 over the check, one track (865) lost: a third round
-    assert more_rounds(cfg, checked(910.0, 865.2), 2, [])
-    assert not more_rounds(cfg, checked(700.0, 904.2), 2, [])  # its weights drove every episode well: done, whatever the rollouts said
-    assert more_rounds(cfg, checked(910.0, 871.0, 860.0), 3, []) and not more_rounds(cfg, checked(910.0, 871.0, 860.0, 850.0), 4, [])  # the cap
-    # a check is wanted once per trained round that more_rounds judges: from `rounds` on, below the cap, not yet checked
-    assert [wants_check(cfg, checked(*[900.0] * (done - 1)) + [{"round": done, "trained": True}], done) for done in (1, 2, 3, 4)] == \
-        [False, True, True, False]
-    assert not wants_check(cfg, checked(900.0, 871.0), 2)  # checked already (an interrupted job resumes past it)
-    assert not wants_check(DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=0), [{"round": 2, "trained": True}] * 2, 2)
-    assert not wants_check(DaggerConfig(run="x", rounds=2), [{"round": 2, "trained": True}] * 2, 2)  # no until: nothing to judge
+    def more(cfg, done, rounds, episodes):
+        return more_rounds(cfg, rounds, done, episodes)
+
+    lost, slow, fine = (711.4, 0.81), (861.8, 0.962), (905.0, 1.0)  # a track lost; the longest check track a few tiles short at step 1000
+    assert more(cfg, 2, *checked(fine, lost))  # a lost track (and a mean of 846.1): a third round
+    low = DaggerConfig(run="x", rounds=2, until=800.0, max_rounds=4, check=3)
+    assert more(low, 2, *checked(fine, lost)) and not more(low, 2, *checked(lost, fine))  # the lost track alone
+    assert not more(cfg, 2, *checked(lost, slow))  # slow on a long track, not lost, a mean of 896.3, rollouts at 905: done
+    # the same weights after rollouts averaging 669.9 (the 65 u/s seed-2 draw, which then lost two held-out tracks): a third round
+    assert more(cfg, 2, *checked(lost, slow, rollouts=669.9))
+    # every track kept, but a mean below until: another round
+    assert more(DaggerConfig(run="x", rounds=2, until=900.0, max_rounds=4, check=3), 2, *checked(fine, slow))
+    assert more(cfg, 3, *checked(fine, lost, lost)) and not more(cfg, 4, *checked(fine, lost, lost, lost))  # the cap
+    # the edge: LOST_TILES itself is kept
+    assert not more(cfg, 2, *checked(fine, (880.0, LOST_TILES))) and more(cfg, 2, *checked(fine, (880.0, LOST_TILES - 0.01)))
+
+    def unchecked(done, rollouts=905.0):
+        rounds, episodes = checked(*[fine] * (done - 1), rollouts=rollouts)
+        return rounds + [{"round": done, "trained": True, "seeds": [done]}], episodes + [{"seed": done, "return": rollouts, "perturb": None}]
+
+    # a check is wanted once per trained round that more_rounds judges: from `rounds` on, below the cap, not yet checked, and not
+    # when the round's rollouts call for another round already
+    assert [wants_check(cfg, unchecked(done)[0], done, unchecked(done)[1]) for done in (1, 2, 3, 4)] == [False, True, True, False]
+    assert not wants_check(cfg, unchecked(2, rollouts=669.9)[0], 2, unchecked(2, rollouts=669.9)[1])
+    rounds, episodes = checked(fine, lost)
+    assert not wants_check(cfg, rounds, 2, episodes)  # checked already (an interrupted job resumes past it)
+    # a check stored before checks kept each episode's tiles is driven again: the rule needs them
+    del rounds[-1]["check"]["tiles"]
+    assert wants_check(cfg, rounds, 2, episodes)
+    assert not wants_check(DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=0), unchecked(2)[0], 2, unchecked(2)[1])
+    assert not wants_check(DaggerConfig(run="x", rounds=2), unchecked(2)[0], 2, unchecked(2)[1])  # no until: nothing to judge
     with pytest.raises(ConfigError, match="check must be >= 0"):
         DaggerConfig(run="x", check=-1)
 
@@ -226,8 +249,9 @@ def test_with_check_0_more_rounds_go_on_while_the_last_rollouts_fall_short_up_to
 def test_an_extra_round_follows_checked_weights_below_until_and_is_marked(tiny_demos, tmp_path):
     run = tmp_path / "run"
     train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
-    # 30-step episodes cannot average 10 000: the extra round comes, up to the cap, with its own seeds
-    cfg = DaggerConfig(run=str(run), rounds=1, until=10_000.0, max_rounds=2, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none", check=2)
+    # 30-step episodes reach a few tiles of their track: returns above 1 (the rollout's too, so the check is driven), but every
+    # check track lost by the rule (fewer than LOST_TILES of its tiles): the extra round comes, up to the cap, with its own seeds
+    cfg = DaggerConfig(run=str(run), rounds=1, until=1.0, max_rounds=2, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none", check=2)
     state = dagger(cfg, quiet=True)
     assert [(r["round"], r.get("extra", False), r["trained"]) for r in state["rounds"]] == [(1, False, True), (2, True, True)]
     # round 1's trained weights drove the check seeds alone (what the evaluation of the run would have given on them);
@@ -235,6 +259,7 @@ def test_an_extra_round_follows_checked_weights_below_until_and_is_marked(tiny_d
     check = state["rounds"][0]["check"]
     assert check["seeds"] == [CHECK_SEED, CHECK_SEED + 1] and "check" not in state["rounds"][1]
     assert check["mean_return"] == pytest.approx(np.mean(check["returns"])) and 0.0 <= check["finished_share"] <= 1.0
+    assert len(check["tiles"]) == 2 and all(0.0 < t < LOST_TILES for t in check["tiles"]) and check["mean_return"] >= 1.0
     assert state["rounds"][0]["clean_mean_return"] == DemoSet(run / "dagger").episodes[0]["return"]
     assert DemoSet(run / "dagger").seeds() == [1_000_000, 1_000_001]
     assert json.loads((run / "metrics.json").read_text())["epochs"] == 3
