@@ -214,6 +214,12 @@ def check_weights(cfg: DaggerConfig, run: Path) -> dict[str, Any]:
             "finished_share": row["finished_share"]}
 
 
+def check_worst(check: dict[str, Any]) -> str:
+    """A check's worst episode, and the least share of its tiles an episode reached (a check kept before it was recorded: none)."""
+    tiles = f", least tiles {min(check['tiles']):.0%}" if "tiles" in check else ""
+    return f"worst {min(check['returns']):.1f}{tiles}"
+
+
 def clean_mean_return(episodes: list[dict[str, Any]], seeds: list[int]) -> float:
     """The mean return of a round's rollouts (these seeds) that the policy drove unperturbed; NaN if none."""
     wanted = set(seeds)

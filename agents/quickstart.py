@@ -20,7 +20,7 @@ from agents.tasks import train
 from agents.training import TrainConfig
 from agents.collect import CollectConfig, collect
 from agents.env import CHECK_SEED
-from agents.dagger import FIRST_SEED, DaggerConfig, dagger, recipe_beta, rollout_returns
+from agents.dagger import FIRST_SEED, DaggerConfig, check_worst, dagger, recipe_beta, rollout_returns
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from agents.video import RecordConfig, record_video
 from datasets.demos import DemoSet
@@ -144,12 +144,6 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _check_worst(check: dict[str, Any]) -> str:
-    """A check's worst episode, and the least share of its tiles an episode reached (a check kept before it was recorded: none)."""
-    tiles = f", least tiles {min(check['tiles']):.0%}" if "tiles" in check else ""
-    return f"worst {min(check['returns']):.1f}{tiles}"
-
-
 def _stage(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
@@ -242,7 +236,7 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         f"rounds of {cfg.dagger_episodes} rollouts (mean return while collecting: "
         + ", ".join(rollout_returns(r) for r in dag["rounds"]) + ")"
         + ("; each round's trained weights alone on the check seeds: " + ", ".join(f"round {r['round']} {r['check']['mean_return']:.1f} "
-                                                                                  f"({_check_worst(r['check'])})"
+                                                                                  f"({check_worst(r['check'])})"
                                                                                   for r in dag["rounds"] if "check" in r) if checks else ""),
         f"- offline, held-out episodes: validation loss {best.get('val_loss', float('nan')):.4f}, "
         f"action-class accuracy {best.get('val_accuracy', float('nan')):.1%}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agents.dagger import LOST_TILES, DaggerConfig, recipe_beta
+from agents.dagger import LOST_TILES, DaggerConfig, check_worst, recipe_beta
 from agents.env import CHECK_SEED
 from agents.experts import EXPERTS
 from scripts.args import add_ray_flag, non_negative_float, non_negative_int, positive_float, positive_int
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             f"round {r['round']}{' (extra)' if r.get('extra') else ''}: beta {r['beta']:.2f}, rollouts mean return {rollout_returns(r)}, "
             f"expert's action on {r.get('expert_share', float('nan')):.0%} of steps, "
             f"validation loss {best.get('val_loss', float('nan')):.4f}, accuracy {best.get('val_accuracy', float('nan')):.1%}"
-            + (f"; its weights alone on the check seeds: {r['check']['mean_return']:.1f}" if "check" in r else "")
+            + (f"; its weights alone on the check seeds: {r['check']['mean_return']:.1f} ({check_worst(r['check'])})" if "check" in r else "")
         )
     print(f"run in {args.run}; evaluate it with 'nacdrive evaluate {args.run}'")
     return 0

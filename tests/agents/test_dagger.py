@@ -331,3 +331,9 @@ def test_dagger_needs_a_training_run(tmp_path):
         DaggerConfig(run="x", off_road_steps=-1)
     with pytest.raises(ConfigError, match="unknown perturbation 'shake'.*; or auto"):
         DaggerConfig(run="x", perturb="shake=2")
+
+
+def test_a_checks_summary_names_its_worst_episode_and_least_tiles():
+    from agents.dagger import check_worst
+    assert check_worst({"returns": [915.0, 711.4], "tiles": [1.0, 0.811]}) == "worst 711.4, least tiles 81%"
+    assert check_worst({"returns": [915.0, 864.7]}) == "worst 864.7"  # a check kept before tiles were: its returns alone
