@@ -49,9 +49,10 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
 
 DISCRETE_TARGETS = ("wheel", "rates", "actions")
 # DAgger rounds the quick start may add while the last round falls short (its rollouts' mean below dagger_until, or its trained
-# weights' on their check, or a check track lost; dagger --until, --check): two. Of the discrete runs whose third round still left them short (rollouts below 880, the rule then), a
-# fourth took the quick start's seed 2 from 866.9 (8 laps) to 908.0 (9) and the discrete-heads study's MHA seed 1 from 873.4
-# (8) to 910.5 (10) (docs/results.md, 'A fourth round', 'Judging the trained weights'); a run whose weights drive every check track, at 880 on average, stops
+# weights' on their check, or a check track lost; dagger --until, --check): two. Of the discrete runs whose third round still left
+# them short (rollouts below 880, the rule then), a fourth took the quick start's seed 2 from 866.9 (8 laps) to 908.0 (9) and the
+# discrete-heads study's MHA seed 1 from 873.4 (8) to 910.5 (10) (docs/results.md, 'A fourth round', 'Judging the trained
+# weights'); a run whose weights drive every check track, at 880 on average, stops
 EXTRA_ROUNDS = 2
 
 
