@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -205,6 +206,17 @@ def falls_short(cfg: DaggerConfig, last: dict[str, Any], episodes: list[dict[str
     return check is not None and (check["mean_return"] < cfg.until or min(check["tiles"]) < LOST_TILES)
 
 
+def keep_round_weights(run: Path, r: int) -> None:
+    """Keep a copy of the run's best weights as they stand after round r (0: behaviour cloning) in <run>/rounds/r<r>.safetensors,
+    once: later rounds overwrite best.safetensors, and each round's weights are what a run stopped there would have driven."""
+    kept = run / "rounds" / f"r{r}.safetensors"
+    if not kept.is_file() and (run / "best.safetensors").is_file():
+        kept.parent.mkdir(exist_ok=True)
+        tmp = kept.with_suffix(".tmp")
+        shutil.copyfile(run / "best.safetensors", tmp)
+        tmp.replace(kept)
+
+
 def check_weights(cfg: DaggerConfig, run: Path) -> dict[str, Any]:
     """The run's best weights driving cfg.check episodes alone (seeds CHECK_SEED..): the evaluation's own episodes, without the
     expert's reference rows."""
@@ -286,6 +298,8 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     spec = rollout_perturbation(cfg.perturb, TrainConfig.from_dict(saved["train"]).stride_jitter or 1)
     base = recipe_beta(saved["net"]["head"], continuous) if cfg.beta is None else cfg.beta
     r = rounds_done
+    if not rounds_done:
+        keep_round_weights(run, 0)  # behaviour cloning's weights, before any round
     while True:
         if wants_check(cfg, state["rounds"], r, demos.episodes):
             state["rounds"][r - 1]["check"] = check_weights(cfg, run)
@@ -334,6 +348,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         state["rounds"][r - 1]["best_restarted"] = True
         write_json(state_path, state)
         metrics = train(tc, resume=True, quiet=quiet, restart_best=first_time)
+        keep_round_weights(run, r)
         state["rounds"][r - 1].update(trained=True, rollout_mean_return=float(np.mean(returns)), best=metrics.get("best"),
                                       expert_share=float(np.mean([e.get("expert_share", math.nan) for e in done])))
         state["rounds"][r - 1]["clean_mean_return"] = clean_mean_return(done, seeds)

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from agents.tasks import train
 from agents.training import TrainConfig
@@ -112,6 +114,11 @@ def test_a_round_records_expert_labels_and_trains_on(tiny_demos, tmp_path):
     assert "dagger:1000000" in cfg["data"]["episodes"]  # evaluation will refuse these seeds
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["epochs"] == 2 and metrics["best"]["epoch"] == 2  # best chosen after the round
+    # each round's weights are kept as they stood after it, behaviour cloning's as round 0
+    kept = {r: load_file(str(run / "rounds" / f"r{r}.safetensors")) for r in (0, 1)}
+    best = load_file(str(run / "best.safetensors"))
+    assert sorted(p.name for p in (run / "rounds").iterdir()) == ["r0.safetensors", "r1.safetensors"]
+    assert all(torch.equal(kept[1][k], best[k]) for k in best) and not all(torch.equal(kept[0][k], best[k]) for k in best)
     # running it again with the same rounds does nothing more; one more round adds episodes
     again = dagger(DaggerConfig(run=str(run), rounds=1, episodes=2, epochs=1, workers=1, max_steps=40), quiet=True)
     assert len(again["rounds"]) == 1 and len(DemoSet(run / "dagger").seeds()) == 2
