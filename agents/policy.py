@@ -124,6 +124,11 @@ class DrivingPolicy:
     def select_action(self, frame: np.ndarray, timestamp: float | None = None) -> Any:
         """frame: the camera image as the environment gives it; timestamp: its time in seconds
         since the episode began (default: step count / 50 FPS)."""
+        return self._act(self.raw_output(frame, timestamp), frame)
+
+    @torch.inference_mode()
+    def raw_output(self, frame: np.ndarray, timestamp: float | None = None) -> torch.Tensor:
+        """The network's readout (A,) on this frame, before any decoding; advances the episode by a step."""
         t = self._steps / FPS if timestamp is None else float(timestamp)
         x = torch.as_tensor(np.ascontiguousarray(frame), device=self.device)[None]  # (1, H, W, 3)
         feat = self.net.encode(x)  # (1, F)
@@ -141,9 +146,8 @@ class DrivingPolicy:
                 _, state = head.step(f0, state, self.net.head_time(t0))
             self._streams[phase] = state
         h, self._streams[phase] = head.step(feat, self._streams[phase], self.net.head_time(t_))
-        raw = self.net.readout(h)[0]  # (A,)
         self._steps += 1
-        return self._act(raw, frame)
+        return self.net.readout(h)[0]  # (A,)
 
     def window(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The features (1, W, F) and times (1, W) the head saw at the latest step, as training's

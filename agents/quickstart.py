@@ -44,6 +44,7 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     (894.4, 9 laps of 10; 531384a; docs/results.md, "NAC under jitter")."""
     counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3} if continuous else
               {"episodes": 30, "train_epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": recipe_beta(head, continuous)})
+    counts["val_fraction"] = 0.2
     return {**counts, **frame_gaps(head, continuous)}
 
 
@@ -83,6 +84,7 @@ class QuickstartConfig:
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
     dagger_epochs: int | None = None  # training after each DAgger round
     lr: float | None = None  # Adam's learning rate, behaviour cloning and DAgger rounds alike
+    val_fraction: float | None = None  # share of the demonstrations held out to choose the best weights by validation loss
     dagger_minutes: float | None = None  # stop it after this many minutes (None: no cap)
     dagger_beta: float | None = None  # round r executes the expert's action with probability beta ** r
     dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over while the car is this many u/s too fast or off the road
@@ -137,7 +139,7 @@ class QuickstartConfig:
         # against 721.4 and 902.2 with 4 and 6 (docs/results.md, 'Discrete actions')
         balance = "weights" if target == "wheel" else "auto"
         return TrainConfig(data=[data], out=run, head=self.head, epochs=self.train_epochs, minutes=self.train_minutes, seed=self.seed,
-                           lr=self.lr, balance=balance, turn_weight=self.turn_weight,
+                           lr=self.lr, val_fraction=self.val_fraction, balance=balance, turn_weight=self.turn_weight,
                            stride_jitter=self.stride_jitter, regular_share=self.regular_share, net=net)
 
 

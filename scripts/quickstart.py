@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, help="expert demonstrations (default 50; 30 with --discrete, whose expert plans)")
     p.add_argument("--train-epochs", type=positive_int, help="behaviour-cloning epochs (default 1; 6 with --discrete)")
     p.add_argument("--lr", type=positive_float, help="Adam learning rate, behaviour cloning and DAgger (default 3e-4; 1e-4 with --discrete)")
+    p.add_argument("--val-fraction", type=positive_float, help="share of the demonstrations held out for validation, which chooses the "
+                   "best weights (default 0.2; at least one demonstration)")
     p.add_argument("--train-minutes", type=positive_float, help="stop behaviour cloning after this many minutes (default: no cap, "
                    "so that the recipe is the same on any machine)")
     add_gap_flags(p)
@@ -81,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = QuickstartConfig(
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
-        train_epochs=args.train_epochs, lr=args.lr, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds,
+        train_epochs=args.train_epochs, lr=args.lr, val_fraction=args.val_fraction, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds,
         dagger_until=args.dagger_until, dagger_check=args.dagger_check, dagger_max_rounds=args.dagger_max_rounds, dagger_episodes=args.dagger_episodes,
         dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover, dagger_perturb=args.dagger_perturb,
         turn_weight=args.turn_weight, eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
