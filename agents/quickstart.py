@@ -36,7 +36,9 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     rate: 1 epoch of behaviour cloning and 1 after each round instead of 4 and 2, Adam 3e-4
     (docs/results.md, 'The quick start in 10 minutes'), with the recipe's frame gaps for the head
     (agents.bc.frame_gaps). Discrete: the discrete expert plans (15-20 ms a step), so 30
-    demonstrations, 6 epochs, 2 after each round, Adam 1e-4. DAgger's beta: the discrete recipe's
+    demonstrations, 6 epochs, 2 after each round, Adam 1e-4, and the policy's weights the mean of
+    the last three rounds' from round 2 on (DaggerConfig.average; a run that stops after two rounds
+    keeps round 2's own). DAgger's beta: the discrete recipe's
     (agents.dagger.recipe_beta, 0.5); continuous, 0.3 for every head, NAC included, where the full
     recipe gives NAC 0.5 for its robustness: the quick start is judged on clean laps, and at its
     scale beta 0.3 finished every lap for each of seeds 0, 1, 2 with clean rollouts (aca445d) and
@@ -44,7 +46,7 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     (894.4, 9 laps of 10; 531384a; docs/results.md, "NAC under jitter")."""
     counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3} if continuous else
               {"episodes": 30, "train_epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": recipe_beta(head, continuous)})
-    counts["val_fraction"] = 0.2
+    counts.update(val_fraction=0.2, dagger_average=1 if continuous else 3)
     return {**counts, **frame_gaps(head, continuous)}
 
 
@@ -83,6 +85,7 @@ class QuickstartConfig:
     # dagger --until / --max-rounds; docs/results.md, 'More rounds while the rollouts fall short')
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
     dagger_epochs: int | None = None  # training after each DAgger round
+    dagger_average: int | None = None  # the policy's weights: the mean of the last K rounds' own, from round 2 on (dagger --average)
     lr: float | None = None  # Adam's learning rate, behaviour cloning and DAgger rounds alike
     val_fraction: float | None = None  # share of the demonstrations held out to choose the best weights by validation loss
     dagger_minutes: float | None = None  # stop it after this many minutes (None: no cap)
@@ -125,7 +128,7 @@ class QuickstartConfig:
     def dagger_config(self, run: str) -> DaggerConfig:
         """The DAgger rounds of the job (rollout seeds from FIRST_SEED + 1000 * seed)."""
         return DaggerConfig(
-            run=run, rounds=self.dagger_rounds, until=self.dagger_until, check=self.dagger_check, max_rounds=self.dagger_max_rounds, episodes=self.dagger_episodes, epochs=self.dagger_epochs, minutes=self.dagger_minutes,
+            run=run, rounds=self.dagger_rounds, until=self.dagger_until, check=self.dagger_check, max_rounds=self.dagger_max_rounds, episodes=self.dagger_episodes, epochs=self.dagger_epochs, average=self.dagger_average, minutes=self.dagger_minutes,
             workers=self.workers, max_steps=self.max_steps, seed_start=FIRST_SEED + 1000 * self.seed, beta=self.dagger_beta,
             takeover=self.dagger_takeover, perturb=self.dagger_perturb,
         )
@@ -240,7 +243,8 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         + ", ".join(rollout_returns(r) for r in dag["rounds"]) + ")"
         + ("; each round's trained weights alone on the check seeds: " + ", ".join(f"round {r['round']} {r['check']['mean_return']:.1f} "
                                                                                   f"({check_worst(r['check'])})"
-                                                                                  for r in dag["rounds"] if "check" in r) if checks else ""),
+                                                                                  for r in dag["rounds"] if "check" in r) if checks else "")
+        + (f"; the policy's weights: the mean of rounds {dag['average'][0]}..{dag['average'][-1]}'s own" if "average" in dag else ""),
         f"- offline, held-out episodes: validation loss {best.get('val_loss', float('nan')):.4f}, "
         f"action-class accuracy {best.get('val_accuracy', float('nan')):.1%}"
         + (f", steering MAE {best['val_steer_mae']:.3f}" if "val_steer_mae" in best else ""),

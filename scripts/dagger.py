@@ -42,6 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    f"NAC and discrete runs, {recipe_beta('lstm', True):g} for the other heads, whose attention heads crashed at 0.5; "
                    "0: the policy drives alone)")
     p.add_argument("--epochs", type=positive_int, default=2, help="training epochs per round (default 2)")
+    p.add_argument("--average", type=positive_int, default=DaggerConfig.average, metavar="K",
+                   help="the weights the run leaves (which an evaluation drives) are the mean of its last K rounds' own best "
+                        "weights, from round 2 on (stochastic weight averaging); the rounds' rollouts and checks are driven by each "
+                        f"round's own, kept in RUN/rounds/ (default {DaggerConfig.average}: the last round's own)")
     p.add_argument("--minutes", type=positive_float, help="also stop a round's training after this many minutes")
     p.add_argument("--workers", type=non_negative_int, default=0, help="rollout processes (default: up to 2)")
     add_ray_flag(p, "the rollouts")
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = DaggerConfig(
         run=args.run, expert=args.expert, rounds=args.rounds, until=args.until, check=args.check, max_rounds=args.max_rounds or 0, episodes=args.episodes, beta=args.beta,
-        epochs=args.epochs, minutes=args.minutes, workers=args.workers, ray=args.ray, max_steps=args.max_steps,
+        epochs=args.epochs, average=args.average, minutes=args.minutes, workers=args.workers, ray=args.ray, max_steps=args.max_steps,
         off_road_steps=args.off_road_steps, takeover=args.takeover, perturb=args.perturb,
     )
     state = dagger(cfg, quiet=args.quiet)
@@ -79,5 +83,7 @@ def run(args: argparse.Namespace) -> int:
             f"validation loss {best.get('val_loss', float('nan')):.4f}, accuracy {best.get('val_accuracy', float('nan')):.1%}"
             + (f"; its weights alone on the check seeds: {r['check']['mean_return']:.1f} ({check_worst(r['check'])})" if "check" in r else "")
         )
+    if "average" in state:
+        print(f"its weights: the mean of rounds {state['average'][0]}..{state['average'][-1]}'s own (each round's in {args.run}/rounds)")
     print(f"run in {args.run}; evaluate it with 'nacdrive evaluate {args.run}'")
     return 0

@@ -51,6 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dagger-max-rounds", type=positive_int, metavar="N", help="with --dagger-until, the most DAgger rounds in all "
                    "(default: --dagger-rounds + 2)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
+    p.add_argument("--dagger-average", type=positive_int, metavar="K", help="the policy's weights are the mean of the last K DAgger "
+                   "rounds' own, from round 2 on (see 'nacdrive dagger --help'; default 1; 3 with --discrete)")
     p.add_argument("--dagger-epochs", type=positive_int, help="training epochs after each DAgger round (default 1; 2 with --discrete)")
     p.add_argument("--dagger-beta", type=float, help="DAgger round r executes the expert's action with probability beta**r "
                    f"(default {recipe_for(True, 'nac')['dagger_beta']:g}; {recipe_for(False, 'nac')['dagger_beta']:g} with --discrete; 0: the "
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         out=args.out, head=args.head, continuous=not args.discrete, episodes=args.episodes,
         train_epochs=args.train_epochs, lr=args.lr, val_fraction=args.val_fraction, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds,
         dagger_until=args.dagger_until, dagger_check=args.dagger_check, dagger_max_rounds=args.dagger_max_rounds, dagger_episodes=args.dagger_episodes,
-        dagger_epochs=args.dagger_epochs, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover, dagger_perturb=args.dagger_perturb,
+        dagger_epochs=args.dagger_epochs, dagger_average=args.dagger_average, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover, dagger_perturb=args.dagger_perturb,
         turn_weight=args.turn_weight, eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
         **{k: v for k, v in (("discrete_target", args.discrete_target), ("rate_window", args.rate_window)) if v is not None},  # None: the default
     )

@@ -12,6 +12,8 @@ from agents.tasks import train
 from agents.training import TrainConfig
 from agents.env import CHECK_SEED, STATE_FIELDS
 from agents.dagger import LOST_TILES, DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns, wants_check
+from agents import dagger as dagger_module
+from agents.policy import DrivingPolicy
 from datasets.demos import DemoSet
 from nac import ConfigError
 
@@ -271,6 +273,35 @@ def test_an_extra_round_follows_checked_weights_below_until_and_is_marked(tiny_d
     assert DemoSet(run / "dagger").seeds() == [1_000_000, 1_000_001]
     assert json.loads((run / "metrics.json").read_text())["epochs"] == 3
     assert len(dagger(cfg, quiet=True)["rounds"]) == 2  # again: the cap holds
+
+
+def test_with_average_the_run_leaves_the_mean_of_its_last_rounds_weights_from_round_2_on(tiny_demos, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
+    cfg = DaggerConfig(run=str(run), rounds=2, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none", average=3)
+    kept = lambda r: load_file(str(run / "rounds" / f"r{r}.safetensors"))  # noqa: E731
+    best = lambda: load_file(str(run / "best.safetensors"))  # noqa: E731
+    same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)  # noqa: E731
+    assert "average" not in dagger(cfg, quiet=True) and same(best(), kept(2))  # two rounds: round 1's are never averaged in
+    state = dagger(DaggerConfig(**{**cfg.__dict__, "rounds": 3}), quiet=True)
+    assert state["average"] == [2, 3] and json.loads((run / "dagger.json").read_text())["average"] == [2, 3]
+    r2, r3, mean = kept(2), kept(3), best()
+    floats = [k for k in mean if mean[k].is_floating_point()]
+    assert floats and not same({k: r2[k] for k in floats}, r3)  # round 3 trained on
+    assert all(torch.allclose(mean[k], (r2[k].double() + r3[k].double()).div(2).float()) for k in floats)
+    assert all(torch.equal(mean[k], r3[k]) for k in mean if k not in floats)  # masks as they are
+    assert DrivingPolicy.from_run(run, "best").select_action(np.zeros((96, 96, 3), np.uint8)) in range(5)  # they load and drive
+    # a fourth round is driven by round 3's own weights (its rollouts are those of a run without averaging), then K = 2
+    driven = []
+    real_rollout = dagger_module.rollout
+    monkeypatch.setattr(dagger_module, "rollout", lambda *a: driven.append(same(best(), r3)) or real_rollout(*a))
+    state = dagger(DaggerConfig(**{**cfg.__dict__, "rounds": 4, "average": 2}), quiet=True)
+    assert driven == [True]
+    assert state["average"] == [3, 4] and not same(best(), kept(4))
+    # continued without averaging, the run leaves its last round's own weights
+    assert "average" not in dagger(DaggerConfig(**{**cfg.__dict__, "rounds": 4, "average": 1}), quiet=True) and same(best(), kept(4))
+    with pytest.raises(ConfigError, match="average must be >= 1"):
+        DaggerConfig(run="x", average=0)
 
 
 def test_with_check_0_an_extra_round_follows_the_rollouts(tiny_demos, tmp_path):

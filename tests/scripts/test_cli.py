@@ -158,6 +158,7 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     r = _run(
         "quickstart", "--out", str(out), "--episodes", "2", "--train-minutes", "0.05", "--dagger-episodes", "2",
         "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40", "--seed", "1", "--dagger-until", "1",
+        "--dagger-average", "2",
     )
     assert r.returncode == 0, r.stderr[-2000:]
     report = (out / "report.md").read_text()
@@ -167,6 +168,7 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     again = _run(
         "quickstart", "--out", str(out), "--episodes", "2", "--train-minutes", "0.05", "--dagger-episodes", "2",
         "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40", "--seed", "1", "--dagger-until", "1",
+        "--dagger-average", "2",
     )
     assert again.returncode == 0, again.stderr[-2000:]  # a finished quick start is not redone, only re-reported
     dag = json.loads((out / "nac" / "dagger.json").read_text())
@@ -179,6 +181,7 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     assert check["seeds"] == list(range(30_000, 30_016)) and max(dag["rounds"][2]["check"]["tiles"]) < 0.95
     assert (f"each round's trained weights alone on the check seeds: round 2 {check['mean_return']:.1f} (worst {min(check['returns']):.1f}, "
             f"least tiles {min(check['tiles']):.0%}), round 3") in report
+    assert dag["average"] == [3, 4] and "the policy's weights: the mean of rounds 3..4's own" in report  # --dagger-average 2
     assert [e["seed"] for e in json.loads((out / "demos" / "manifest.json").read_text())["episodes"]] == [1000, 1001]
     train = json.loads((out / "nac" / "config.json").read_text())["train"]
     assert train["seed"] == 1 and (train["stride_jitter"], train["regular_share"]) == (3, 0.5) and "gaps of 1..3 steps" in report
@@ -226,6 +229,8 @@ def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     # lose a track, up to the rounds asked for + 2
     d = QuickstartConfig(continuous=False).dagger_config("r")
     assert (d.rounds, d.until, d.max_rounds, d.check) == (2, 880.0, 4, 16) and QuickstartConfig(dagger_check=0).dagger_config("r").check == 0
+    # the discrete policy's weights: the mean of the last three rounds' from round 2 on; the continuous one's, its last round's
+    assert (d.average, QuickstartConfig().dagger_config("r").average, QuickstartConfig(continuous=False, dagger_average=1).dagger_config("r").average) == (3, 1, 1)
     assert (QuickstartConfig(dagger_rounds=4).dagger_config("r").max_rounds, QuickstartConfig(dagger_until=0).dagger_config("r").until) == (6, 0.0)
     # DAgger's perturbed rollouts: the run's own frame gaps unless the user says
     assert QuickstartConfig().dagger_config("r").perturb == "auto" and QuickstartConfig(dagger_perturb="none").dagger_config("r").perturb == "none"
