@@ -216,21 +216,31 @@ def falls_short(cfg: DaggerConfig, last: dict[str, Any], episodes: list[dict[str
     return check is not None and (check["mean_return"] < cfg.until or min(check["tiles"]) < LOST_TILES)
 
 
+def round_weights(run: Path, r: int) -> Path:
+    """Where round r's own best weights are kept (0: behaviour cloning's)."""
+    return run / "rounds" / f"r{r}.safetensors"
+
+
+def _copy_weights(src: Path, dst: Path) -> None:
+    """Copy a weights file atomically (a temporary file, then rename), as checkpoints are written."""
+    dst.parent.mkdir(exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    shutil.copyfile(src, tmp)
+    tmp.replace(dst)
+
+
 def keep_round_weights(run: Path, r: int) -> None:
     """Keep a copy of the run's best weights as they stand after round r (0: behaviour cloning) in <run>/rounds/r<r>.safetensors,
     once: later rounds overwrite best.safetensors, and each round's weights are what a run stopped there would have driven."""
-    kept = run / "rounds" / f"r{r}.safetensors"
-    if not kept.is_file() and (run / "best.safetensors").is_file():
-        kept.parent.mkdir(exist_ok=True)
-        tmp = kept.with_suffix(".tmp")
-        shutil.copyfile(run / "best.safetensors", tmp)
-        tmp.replace(kept)
+    if not round_weights(run, r).is_file() and (run / "best.safetensors").is_file():
+        _copy_weights(run / "best.safetensors", round_weights(run, r))
 
 
 def average_rounds(run: Path, rounds: list[int]) -> None:
-    """best.safetensors := the mean of these rounds' kept weights (integer tensors, the wirings' masks, are the same in every
-    round and kept as they are). By hand: torch.optim.swa_utils averages a model's weights as training goes, not files."""
-    states = [load_file(str(run / "rounds" / f"r{k}.safetensors")) for k in rounds]
+    """best.safetensors := the mean of these rounds' kept weights (the wirings' masks are float tensors, the same in every round,
+    so their mean is themselves; integer tensors, which these networks have none of, are kept as the first round's). By hand:
+    torch.optim.swa_utils averages a model's weights as training goes, not files."""
+    states = [load_file(str(round_weights(run, k))) for k in rounds]
     mean = {key: torch.stack([s[key].double() for s in states]).mean(0).to(v.dtype) if v.is_floating_point() else v
             for key, v in states[0].items()}
     tmp = run / ".best.safetensors.tmp"
@@ -321,9 +331,10 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     r = rounds_done
     if not rounds_done:
         keep_round_weights(run, 0)  # behaviour cloning's weights, before any round
-    elif (run / "rounds" / f"r{rounds_done}.safetensors").is_file():
-        # the last round's own weights drive its check and the next rounds, as they did in a run that went on without a stop
-        shutil.copyfile(run / "rounds" / f"r{rounds_done}.safetensors", run / "best.safetensors")
+    elif "average" in state:
+        # best holds the mean this function left: the last round's own weights drive its check and the next rounds, as they did
+        # in a run that went on without a stop (a run without the mean keeps its best as it is, however it was trained since)
+        _copy_weights(round_weights(run, rounds_done), run / "best.safetensors")
     while True:
         if wants_check(cfg, state["rounds"], r, demos.episodes):
             state["rounds"][r - 1]["check"] = check_weights(cfg, run)
@@ -383,8 +394,8 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         saved = json.loads(config_path.read_text())
     if cfg.average > 1 and r >= 3:
         state["average"] = list(range(max(2, r - cfg.average + 1), r + 1))
+        write_json(state_path, state)  # first: a job stopped before the mean is written restores the round's own weights anyway
         average_rounds(run, state["average"])
-    else:
-        state.pop("average", None)
-    write_json(state_path, state)
+    elif state.pop("average", None) is not None:
+        write_json(state_path, state)
     return state

@@ -44,9 +44,9 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     scale beta 0.3 finished every lap for each of seeds 0, 1, 2 with clean rollouts (aca445d) and
     with the perturbed ones (e836249), where 0.5 with the perturbed ones lost a lap on seed 2
     (894.4, 9 laps of 10; 531384a; docs/results.md, "NAC under jitter")."""
-    counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3} if continuous else
-              {"episodes": 30, "train_epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": recipe_beta(head, continuous)})
-    counts.update(val_fraction=0.2, dagger_average=1 if continuous else 3)
+    counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3, "dagger_average": 1} if continuous else
+              {"episodes": 30, "train_epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": recipe_beta(head, continuous),
+               "dagger_average": 3})
     return {**counts, **frame_gaps(head, continuous)}
 
 
@@ -87,7 +87,7 @@ class QuickstartConfig:
     dagger_epochs: int | None = None  # training after each DAgger round
     dagger_average: int | None = None  # the policy's weights: the mean of the last K rounds' own, from round 2 on (dagger --average)
     lr: float | None = None  # Adam's learning rate, behaviour cloning and DAgger rounds alike
-    val_fraction: float | None = None  # share of the demonstrations held out to choose the best weights by validation loss
+    val_fraction: float = TrainConfig.val_fraction  # share of the demonstrations held out to choose the best weights by validation loss
     dagger_minutes: float | None = None  # stop it after this many minutes (None: no cap)
     dagger_beta: float | None = None  # round r executes the expert's action with probability beta ** r
     dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over while the car is this many u/s too fast or off the road

@@ -36,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, help="expert demonstrations (default 50; 30 with --discrete, whose expert plans)")
     p.add_argument("--train-epochs", type=positive_int, help="behaviour-cloning epochs (default 1; 6 with --discrete)")
     p.add_argument("--lr", type=positive_float, help="Adam learning rate, behaviour cloning and DAgger (default 3e-4; 1e-4 with --discrete)")
-    p.add_argument("--val-fraction", type=positive_float, help="share of the demonstrations held out for validation, which chooses the "
-                   "best weights (default 0.2; at least one demonstration)")
+    p.add_argument("--val-fraction", type=positive_float, default=QuickstartConfig.val_fraction, help="share of the demonstrations held "
+                   f"out for validation, which chooses the best weights (default {QuickstartConfig.val_fraction:g}; at least one demonstration)")
     p.add_argument("--train-minutes", type=positive_float, help="stop behaviour cloning after this many minutes (default: no cap, "
                    "so that the recipe is the same on any machine)")
     add_gap_flags(p)

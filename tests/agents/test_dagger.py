@@ -300,6 +300,10 @@ def test_with_average_the_run_leaves_the_mean_of_its_last_rounds_weights_from_ro
     assert state["average"] == [3, 4] and not same(best(), kept(4))
     # continued without averaging, the run leaves its last round's own weights
     assert "average" not in dagger(DaggerConfig(**{**cfg.__dict__, "rounds": 4, "average": 1}), quiet=True) and same(best(), kept(4))
+    # and a best it did not average (here: trained on, or put back, since) is left as it is
+    (run / "best.safetensors").write_bytes((run / "rounds" / "r3.safetensors").read_bytes())
+    dagger(DaggerConfig(**{**cfg.__dict__, "rounds": 4, "average": 1}), quiet=True)
+    assert same(best(), r3)
     with pytest.raises(ConfigError, match="average must be >= 1"):
         DaggerConfig(run="x", average=0)
 

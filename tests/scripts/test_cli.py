@@ -205,6 +205,8 @@ def test_the_quickstart_recipe_depends_on_the_action_space_and_on_whether_the_he
     assert recipe(head="gru", dagger_epochs=3, stride_jitter=2, regular_share=0.25) == (50, 1, 3, 3e-4, 2, 0.25)
     t = QuickstartConfig(seed=2).train_config("d", "r")
     assert t.seed == 2 and t.net == {}  # continuous actions: the rate window is for discrete ones
+    # validation holds out a fifth of the demonstrations unless told otherwise
+    assert (t.val_fraction, QuickstartConfig(continuous=False, val_fraction=0.04).train_config("d", "r").val_fraction) == (0.2, 0.04)
 
 
 def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
