@@ -57,6 +57,10 @@ DISCRETE_TARGETS = ("wheel", "rates", "actions")
 # discrete-heads study's MHA seed 1 from 873.4 (8) to 910.5 (10) (docs/results.md, 'A fourth round', 'Judging the trained
 # weights'); a run whose weights drive every check track, at 880 on average, stops
 EXTRA_ROUNDS = 2
+# Discrete: one. With the mean of rounds 2..3 (dagger_average) the four draws whose rollouts kept them going (seeds 1..4) drove
+# 910.8, 892.1, 890.1, 910.2 on their held-out seeds (10, 9, 9, 10 laps) against 908.8, 892.1, 909.7, 910.9 with a fourth
+# round, which costs a draw some 3.5 minutes of the 15 (docs/results.md, 'Three rounds at most, averaged')
+DISCRETE_EXTRA_ROUNDS = 1
 
 
 @dataclass
@@ -81,7 +85,8 @@ class QuickstartConfig:
     dagger_rounds: int = 2  # DAgger rounds (the pretrained policies' recipe)
     dagger_until: float = 880.0  # then one more round while the last round's trained weights drove an episode below this return ...
     dagger_check: int = DaggerConfig.check  # ... of this many alone (dagger --check) ...
-    dagger_max_rounds: int | None = None  # ... up to this many rounds in all (None: EXTRA_ROUNDS more than dagger_rounds;
+    dagger_max_rounds: int | None = None  # ... up to this many rounds in all (None: EXTRA_ROUNDS more than dagger_rounds, discrete
+    # DISCRETE_EXTRA_ROUNDS;
     # dagger --until / --max-rounds; docs/results.md, 'More rounds while the rollouts fall short')
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
     dagger_epochs: int | None = None  # training after each DAgger round
@@ -104,7 +109,7 @@ class QuickstartConfig:
             if getattr(self, name) is None:
                 setattr(self, name, value)
         if self.dagger_max_rounds is None:
-            self.dagger_max_rounds = self.dagger_rounds + EXTRA_ROUNDS
+            self.dagger_max_rounds = self.dagger_rounds + (EXTRA_ROUNDS if self.continuous else DISCRETE_EXTRA_ROUNDS)
         need(self.episodes >= 2, f"episodes must be >= 2 (one is held out for validation; got {self.episodes})")
         need(all(m is None or m > 0 for m in (self.train_minutes, self.dagger_minutes)), "training minutes must be > 0")
         need(self.train_epochs >= 1 and self.dagger_epochs >= 1, "training epochs must be >= 1")

@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"with --dagger-until, the episodes those weights drive for it (seeds {CHECK_SEED}..; default {QuickstartConfig.dagger_check}; "
                         "0: the rollouts alone, as 'nacdrive dagger --check 0')")
     p.add_argument("--dagger-max-rounds", type=positive_int, metavar="N", help="with --dagger-until, the most DAgger rounds in all "
-                   "(default: --dagger-rounds + 2)")
+                   "(default: --dagger-rounds + 2; + 1 with --discrete)")
     p.add_argument("--dagger-episodes", type=positive_int, default=10, help="DAgger rollouts per round (default 10)")
     p.add_argument("--dagger-average", type=positive_int, metavar="K", help="the policy's weights are the mean of the last K DAgger "
                    "rounds' own, from round 2 on (see 'nacdrive dagger --help'; default 1; 3 with --discrete)")

@@ -228,9 +228,10 @@ def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     assert QuickstartConfig(head="lstm").dagger_config("r").beta == 0.3
     assert QuickstartConfig(continuous=False, dagger_beta=0.2).dagger_config("r").beta == 0.2
     # one more DAgger round while the last round's rollouts or its trained weights on 16 check episodes average below 880 or
-    # lose a track, up to the rounds asked for + 2
+    # lose a track, up to the rounds asked for + 2 (discrete: + 1)
     d = QuickstartConfig(continuous=False).dagger_config("r")
-    assert (d.rounds, d.until, d.max_rounds, d.check) == (2, 880.0, 4, 16) and QuickstartConfig(dagger_check=0).dagger_config("r").check == 0
+    assert (d.rounds, d.until, d.max_rounds, d.check) == (2, 880.0, 3, 16) and QuickstartConfig(dagger_check=0).dagger_config("r").check == 0
+    assert QuickstartConfig().dagger_config("r").max_rounds == 4 and QuickstartConfig(continuous=False, dagger_rounds=3).dagger_config("r").max_rounds == 4
     # the discrete policy's weights: the mean of the last three rounds' from round 2 on; the continuous one's, its last round's
     assert (d.average, QuickstartConfig().dagger_config("r").average, QuickstartConfig(continuous=False, dagger_average=1).dagger_config("r").average) == (3, 1, 1)
     assert (QuickstartConfig(dagger_rounds=4).dagger_config("r").max_rounds, QuickstartConfig(dagger_until=0).dagger_config("r").until) == (6, 0.0)
