@@ -64,6 +64,7 @@ class Recipe(ConfigDict):
     dagger_max_rounds: int = 0  # ... up to this many rounds in all (dagger --max-rounds)
     dagger_episodes: int = 10  # policy rollouts per round, labelled by the expert
     dagger_epochs: int = 2  # training epochs after each round
+    dagger_average: int = DaggerConfig.average  # > 1: the run's weights are the mean of its last K rounds' own, from round 2 on (dagger --average)
     dagger_beta: float | None = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r; None: the
     # recipe's for each head (agents.dagger.recipe_beta)
     dagger_off_road: int = DaggerConfig.off_road_steps  # > 0: a DAgger rollout ends once the car has been off the road this many steps in a row
@@ -112,7 +113,7 @@ class Recipe(ConfigDict):
     def dagger_config(self, run: str, expert: str, seed: int, max_steps: int = EPISODE_STEPS) -> DaggerConfig:
         """This recipe's DAgger rounds after the behaviour cloning of one run (one rollout process)."""
         return DaggerConfig(run=run, expert=expert, rounds=self.dagger_rounds, until=self.dagger_until, check=self.dagger_check, max_rounds=self.dagger_max_rounds, episodes=self.dagger_episodes, beta=self.dagger_beta,
-                            epochs=self.dagger_epochs, workers=1, max_steps=max_steps, off_road_steps=self.dagger_off_road,
+                            epochs=self.dagger_epochs, average=self.dagger_average, workers=1, max_steps=max_steps, off_road_steps=self.dagger_off_road,
                             takeover=self.dagger_takeover, perturb=self.dagger_perturb, seed_start=FIRST_SEED + seed * 1000)  # each training seed has its own rollouts
 
 

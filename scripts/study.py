@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--variant", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
         help="a recipe to train by, as overrides of the default recipe (repeatable; default one variant 'base'). Keys: epochs, "
-        "dagger_rounds, dagger_until, dagger_check and dagger_max_rounds (dagger --until / --check / --max-rounds), dagger_episodes, dagger_epochs, dagger_beta, window, stride_jitter, regular_share (default: by head, as the quick start: a mix of frame gaps for heads given the frames' times), shift, select_episodes, lr, batch_size, loss (mse or l1), balance (auto, weights, sampler, none), turn_weight (train --turn-weight), val_fraction, noise (DART: the steering drift of the demonstrations, collect --noise; each value records its own set), net.* (network options, "
+        "dagger_rounds, dagger_until, dagger_check and dagger_max_rounds (dagger --until / --check / --max-rounds), dagger_episodes, dagger_epochs, dagger_average (dagger --average), dagger_beta, window, stride_jitter, regular_share (default: by head, as the quick start: a mix of frame gaps for heads given the frames' times), shift, select_episodes, lr, batch_size, loss (mse or l1), balance (auto, weights, sampler, none), turn_weight (train --turn-weight), val_fraction, noise (DART: the steering drift of the demonstrations, collect --noise; each value records its own set), net.* (network options, "
         "e.g. net.use_time=false, net.nac.mode=euler). Example: bc:dagger_rounds=0",
     )
     p.add_argument("--demos", type=positive_int, default=50, help="expert demonstrations, seeds 0.. (default 50)")

@@ -114,6 +114,11 @@ def test_variants_parse_and_refuse():
     d = Recipe.from_dict(parse_variant("x:dagger_until=880,dagger_max_rounds=3")[1]).dagger_config("r", expert="track", seed=0)
     assert (d.rounds, d.until, d.max_rounds, d.check) == (2, 880.0, 3, 16) and Recipe().dagger_config("r", expert="track", seed=0).until == 0.0
     assert Recipe.from_dict(parse_variant("x:dagger_until=880,dagger_max_rounds=3,dagger_check=0")[1]).dagger_config("r", expert="track", seed=0).check == 0
+    # the rounds' weights averaged as the discrete quick start's (dagger --average); by default a run keeps its last round's own
+    assert Recipe.from_dict(parse_variant("x:dagger_average=3")[1]).dagger_config("r", expert="track", seed=0).average == 3
+    assert Recipe().dagger_config("r", expert="track", seed=0).average == 1
+    with pytest.raises(ConfigError, match="average must be >= 1"):
+        parse_variant("x:dagger_average=0")
     # the turn weight reaches the runs' training (train --turn-weight), and only a wheel-angle network takes it
     t = Recipe.from_dict(parse_variant("x:turn_weight=4,net.wheel_target=true")[1]).train_config("d", "r", head="nac", seed=0, continuous=False)
     assert t.turn_weight == 4.0 and Recipe().train_config("d", "r", head="nac", seed=0).turn_weight == 0.0
