@@ -36,9 +36,9 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     rate: 1 epoch of behaviour cloning and 1 after each round instead of 4 and 2, Adam 3e-4
     (docs/results.md, 'The quick start in 10 minutes'), with the recipe's frame gaps for the head
     (agents.bc.frame_gaps). Discrete: the discrete expert plans (15-20 ms a step), so 30
-    demonstrations, 6 epochs, 2 after each round, Adam 1e-4, and the policy's weights the mean of
-    the last three rounds' from round 2 on (DaggerConfig.average; a run that stops after two rounds
-    keeps round 2's own). DAgger's beta: the discrete recipe's
+    demonstrations, 6 epochs, 2 after each round, Adam 1e-4, three rounds at most (DISCRETE_EXTRA_ROUNDS)
+    and the policy's weights the mean of the last three rounds' from round 2 on (DaggerConfig.average;
+    a run that stops after two rounds keeps round 2's own). DAgger's beta: the discrete recipe's
     (agents.dagger.recipe_beta, 0.5); continuous, 0.3 for every head, NAC included, where the full
     recipe gives NAC 0.5 for its robustness: the quick start is judged on clean laps, and at its
     scale beta 0.3 finished every lap for each of seeds 0, 1, 2 with clean rollouts (aca445d) and
@@ -85,9 +85,8 @@ class QuickstartConfig:
     dagger_rounds: int = 2  # DAgger rounds (the pretrained policies' recipe)
     dagger_until: float = 880.0  # then one more round while the last round's trained weights drove an episode below this return ...
     dagger_check: int = DaggerConfig.check  # ... of this many alone (dagger --check) ...
-    dagger_max_rounds: int | None = None  # ... up to this many rounds in all (None: EXTRA_ROUNDS more than dagger_rounds, discrete
-    # DISCRETE_EXTRA_ROUNDS;
-    # dagger --until / --max-rounds; docs/results.md, 'More rounds while the rollouts fall short')
+    dagger_max_rounds: int | None = None  # ... up to this many rounds in all (None: EXTRA_ROUNDS more than dagger_rounds, with
+    # discrete actions DISCRETE_EXTRA_ROUNDS; dagger --until / --max-rounds; docs/results.md, 'More rounds while the rollouts fall short')
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
     dagger_epochs: int | None = None  # training after each DAgger round
     dagger_average: int | None = None  # the policy's weights: the mean of the last K rounds' own, from round 2 on (dagger --average)
