@@ -44,9 +44,11 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     scale beta 0.3 finished every lap for each of seeds 0, 1, 2 with clean rollouts (aca445d) and
     with the perturbed ones (e836249), where 0.5 with the perturbed ones lost a lap on seed 2
     (894.4, 9 laps of 10; 531384a; docs/results.md, "NAC under jitter")."""
-    counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3, "dagger_average": 1} if continuous else
+    # extra_rounds is not a field: dagger_max_rounds defaults to dagger_rounds (which the user may set) + these
+    counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3, "dagger_average": 1,
+               "extra_rounds": EXTRA_ROUNDS} if continuous else
               {"episodes": 30, "train_epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": recipe_beta(head, continuous),
-               "dagger_average": 3})
+               "dagger_average": 3, "extra_rounds": DISCRETE_EXTRA_ROUNDS})
     return {**counts, **frame_gaps(head, continuous)}
 
 
@@ -85,8 +87,8 @@ class QuickstartConfig:
     dagger_rounds: int = 2  # DAgger rounds (the pretrained policies' recipe)
     dagger_until: float = 880.0  # then one more round while the last round's trained weights drove an episode below this return ...
     dagger_check: int = DaggerConfig.check  # ... of this many alone (dagger --check) ...
-    dagger_max_rounds: int | None = None  # ... up to this many rounds in all (None: EXTRA_ROUNDS more than dagger_rounds, with
-    # discrete actions DISCRETE_EXTRA_ROUNDS; dagger --until / --max-rounds; docs/results.md, 'More rounds while the rollouts fall short')
+    dagger_max_rounds: int | None = None  # ... up to this many rounds in all (None: the recipe's extra rounds more than dagger_rounds,
+    # EXTRA_ROUNDS, with discrete actions DISCRETE_EXTRA_ROUNDS; dagger --until / --max-rounds; docs/results.md, 'More rounds while the rollouts fall short')
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
     dagger_epochs: int | None = None  # training after each DAgger round
     dagger_average: int | None = None  # the policy's weights: the mean of the last K rounds' own, from round 2 on (dagger --average)
@@ -104,11 +106,12 @@ class QuickstartConfig:
 
     def __post_init__(self) -> None:
         recipe = recipe_for(self.continuous, self.head)
+        extra_rounds = recipe.pop("extra_rounds")
         for name, value in recipe.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
         if self.dagger_max_rounds is None:
-            self.dagger_max_rounds = self.dagger_rounds + (EXTRA_ROUNDS if self.continuous else DISCRETE_EXTRA_ROUNDS)
+            self.dagger_max_rounds = self.dagger_rounds + extra_rounds
         need(self.episodes >= 2, f"episodes must be >= 2 (one is held out for validation; got {self.episodes})")
         need(all(m is None or m > 0 for m in (self.train_minutes, self.dagger_minutes)), "training minutes must be > 0")
         need(self.train_epochs >= 1 and self.dagger_epochs >= 1, "training epochs must be >= 1")
