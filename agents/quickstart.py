@@ -61,7 +61,9 @@ DISCRETE_TARGETS = ("wheel", "rates", "actions")
 EXTRA_ROUNDS = 2
 # Discrete: one. With the mean of rounds 2..3 (dagger_average) the four draws whose rollouts kept them going (seeds 1..4) drove
 # 910.8, 892.1, 890.1, 910.2 on their held-out seeds (10, 9, 9, 10 laps) against 908.8, 892.1, 909.7, 910.9 with a fourth
-# round, which costs a draw some 3.5 minutes of the 15 (docs/results.md, 'Three rounds at most, averaged')
+# round, which costs a draw some 3.5 minutes of the 15 (docs/results.md, 'Three rounds at most, averaged'). The discrete recipe
+# for every head keeps the fourth (--dagger-max-rounds 4): with three, one study run of ten (MHA seed 1) drove 843.8, with four
+# 904.7 (docs/results.md, 'The recipe for every head, today's rule')
 DISCRETE_EXTRA_ROUNDS = 1
 
 
