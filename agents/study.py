@@ -36,6 +36,7 @@ from agents.env import EPISODE_STEPS
 from agents.evaluate import describe_run, drive
 from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
+from agents.rollout import EpisodeResult
 from agents.study_report import UDACITY_FIELDS
 from agents.tasks import train
 from agents.training import TrainConfig
@@ -302,10 +303,13 @@ def eval_episode(job: tuple[str, bool, int, str | None, int]) -> dict[str, Any]:
     (agents.policy.default_decoder: argmax, or its own decoder for rate and wheel-angle networks)."""
     path, continuous, max_steps, level, seed = job
     _, result, ms = drive((path, "best", None, continuous, max_steps, level, seed))
-    return {
-        "return": result.episode_return, "length": result.length, "lap_finished": result.lap_finished,
-        "tiles": result.tiles_visited, "skipped": result.tiles_skipped, "step_ms_p50": float(np.percentile(ms, 50)) if ms.size else None,
-    }
+    return episode_record(result, float(np.percentile(ms, 50)) if ms.size else None)
+
+
+def episode_record(result: EpisodeResult, step_ms_p50: float | None = None) -> dict[str, Any]:
+    """One held-out episode as study.json keeps it (every kind of study: policies, experts, the bridge)."""
+    return {"return": result.episode_return, "length": result.length, "lap_finished": result.lap_finished,
+            "tiles": result.tiles_visited, "skipped": result.tiles_skipped, "step_ms_p50": step_ms_p50}
 
 
 class StudyFile:
@@ -536,8 +540,7 @@ def _expert_episode(job: tuple[str, bool, int, int]) -> dict[str, Any]:
     expert, continuous, max_steps, seed = job
     with quiet_bars():
         r = evaluate_expert(ExpertEvalConfig(expert=expert, continuous=continuous, episodes=1, seed_start=seed, workers=1, max_steps=max_steps))
-    d = r["episodes_detail"][0]
-    return {"return": d["episode_return"], "length": d["length"], "lap_finished": d["lap_finished"], "tiles": d["tiles_visited"], "skipped": d["tiles_skipped"], "step_ms_p50": None}
+    return episode_record(EpisodeResult(**r["episodes_detail"][0]))
 
 
 def _check_not_trained_on(cfg: StudyConfig, run: dict[str, Any], kind: StudyKind) -> None:

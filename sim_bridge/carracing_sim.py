@@ -22,9 +22,9 @@ import gymnasium as gym
 import numpy as np
 
 from agents.collect import SteeringDrift
-from agents.env import FAST_ID, car_state, skipped_tiles
+from agents.env import FAST_ID, car_state
 from agents.experts.track import TrackFollowingExpert
-from agents.rollout import SOLVED, lost_to_skip, summarize
+from agents.rollout import SOLVED, run_episode, shares, summarize
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
 from sim_bridge.standin import STATS_EVENT, UnityLikeClient, telemetry_fields
@@ -105,8 +105,7 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
                 if client is not None:  # the policy sees every frame (a head with state needs them all), drives some
                     reply = bridge_reply(client, frame, float(executed[0]) * STEER_DEG, float(executed[1] - executed[2]), speed)
                     if who.random() < cfg.policy_share and reply is not None:
-                        steer, throttle = reply
-                        action = np.array([steer, max(0.0, throttle), max(0.0, -throttle)], dtype=np.float32)
+                        action = car_action(*reply)
                 executed = drift(action) if cfg.noise else action
                 _, _, term, trunc, _ = env.step(executed)
                 if term or trunc:
@@ -144,52 +143,59 @@ def bridge_reply(client: UnityLikeClient, frame: np.ndarray, steer_deg: float, t
     return float(reply["steering_angle"]), float(reply["throttle"])  # the simulator's float.Parse of a string
 
 
+def car_action(steer: float, throttle: float) -> np.ndarray:
+    """The simulator's controls (steering, and throttle in [-1, 1], braking below 0) as CarRacing's (steer, gas, brake)."""
+    return np.array([steer, max(0.0, throttle), max(0.0, -throttle)], dtype=np.float32)
+
+
+class BridgeDriver:
+    """The bridge as a policy (agents.rollout.Policy): each step sends the environment's camera frame, speed and last
+    controls as the simulator's telemetry and applies the steer / throttle that comes back. Counts the replies that are
+    not `steer` (driven as no steer, no throttle) and times each round trip."""
+
+    def __init__(self, env: gym.Env, client: UnityLikeClient) -> None:
+        self.env, self.client = env, client
+        self.unexpected_replies, self.rtt_ms = 0, []
+        self.reset()
+
+    def reset(self) -> None:
+        self.steer_deg, self.throttle = 0.0, 0.0
+
+    def select_action(self, obs: Any = None) -> np.ndarray:
+        speed = car_state(self.env).speed * MPH_PER_UNIT
+        t0 = time.perf_counter()
+        reply = bridge_reply(self.client, camera(self.env), self.steer_deg, self.throttle, speed)
+        self.rtt_ms.append((time.perf_counter() - t0) * 1e3)
+        self.unexpected_replies += reply is None
+        steer, self.throttle = reply or (0.0, 0.0)
+        self.steer_deg = steer * STEER_DEG
+        return car_action(steer, self.throttle)
+
+
 def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
     """Autonomous mode: one telemetry -> one reply per step, through the bridge. Returns the
     closed-loop statistics (as `nacdrive evaluate` gives them) and the bridge's own view."""
     client = connect(cfg)
     env = make_sim_env(cfg.max_steps)
     seeds = list(range(cfg.seed, cfg.seed + cfg.episodes))
-    episodes, bad_replies, rtt = [], 0, []
+    driver = BridgeDriver(env, client)
     try:
         before = client.request(STATS_EVENT)
         clash = sorted(set(seeds) & set(before.get("training_seeds", [])))
         if clash:
             raise ConfigError(f"seeds {clash[0]}..{clash[-1]} are tracks the bridge's model was trained on; evaluate on other seeds "
                               f"(--seed {max(before['training_seeds']) + 1} or higher)")
-        for seed in seeds:
-            env.reset(seed=seed)
-            total, steer_deg, throttle, finished, steps = 0.0, 0.0, 0.0, False, 0
-            while True:
-                speed = car_state(env).speed * MPH_PER_UNIT
-                t0 = time.perf_counter()
-                reply = bridge_reply(client, camera(env), steer_deg, throttle, speed)
-                rtt.append((time.perf_counter() - t0) * 1e3)
-                bad_replies += reply is None
-                steer, throttle = reply or (0.0, 0.0)
-                steer_deg = steer * STEER_DEG
-                action = np.array([steer, max(0.0, throttle), max(0.0, -throttle)], dtype=np.float32)
-                _, reward, term, trunc, info = env.step(action)
-                total += float(reward)
-                steps += 1
-                finished = finished or bool(info.get("lap_finished", False))
-                if term or trunc:
-                    break
-            u = env.unwrapped
-            episodes.append({"seed": seed, "return": total, "length": steps, "lap_finished": finished, "tiles": u.tile_visited_count / max(1, len(u.track)), "skipped": skipped_tiles(env)})
+        results = [run_episode(env, driver, seed) for seed in seeds]
         bridge = client.request(STATS_EVENT)
     finally:
         client.close()
         env.close()
-    returns = [e["return"] for e in episodes]
     return {
-        **summarize(returns),
-        "finished_share": float(np.mean([e["lap_finished"] for e in episodes])),
-        "tiles_share": float(np.mean([e["tiles"] for e in episodes])),
-        "skipped_share": float(np.mean([lost_to_skip(e["lap_finished"], e["skipped"]) for e in episodes])),
-        "seeds": seeds, "returns": returns, "episodes_detail": episodes,
-        "unexpected_replies": bad_replies,
-        "round_trip_p50_ms": float(np.percentile(rtt, 50)), "round_trip_p99_ms": float(np.percentile(rtt, 99)),
+        **summarize(r.episode_return for r in results),
+        **shares(results),
+        "seeds": seeds, "returns": [r.episode_return for r in results], "episodes_detail": [r.to_dict() for r in results],
+        "unexpected_replies": driver.unexpected_replies,
+        "round_trip_p50_ms": float(np.percentile(driver.rtt_ms, 50)), "round_trip_p99_ms": float(np.percentile(driver.rtt_ms, 99)),
         "bridge": {k: v for k, v in bridge.items() if k != "training_seeds"},
         "solved_threshold": SOLVED,
     }

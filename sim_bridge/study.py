@@ -20,7 +20,8 @@ from typing import Any
 import torch
 import websocket
 
-from agents.study import StudyConfig, StudyKind, Recipe, quiet_bars, train_resumable
+from agents.rollout import EpisodeResult
+from agents.study import StudyConfig, StudyKind, Recipe, episode_record, quiet_bars, train_resumable
 from agents.udacity import training_data
 from nac.config import ConfigError
 from sim_bridge.bench import free_port
@@ -112,9 +113,7 @@ def _episode_once(job: tuple[str, float | None, int, int, float]) -> dict[str, A
             proc.kill()
     if r["unexpected_replies"]:
         raise ConfigError(f"the bridge gave {r['unexpected_replies']} unexpected replies driving seed {seed}")
-    e = r["episodes_detail"][0]
-    return {"return": e["return"], "length": e["length"], "lap_finished": e["lap_finished"], "tiles": e["tiles"], "skipped": e["skipped"],
-            "step_ms_p50": r["bridge"].get("p50_ms")}
+    return episode_record(EpisodeResult(**r["episodes_detail"][0]), r["bridge"].get("p50_ms"))
 
 
 UDACITY = StudyKind(
