@@ -13,8 +13,16 @@ from gymnasium.envs.box2d.car_racing import CarRacing
 from gymnasium.wrappers import TimeLimit
 from pygame import gfxdraw
 
+from agents.render import DirectRenderer
+from nac.config import need
+
 ENV_ID = "CarRacing-v3"  # the environment, as recordings name it
 FAST_ID = "nacdrive/CarRacing-v3"  # the same, drawn faster (FastCarRacing): what make_env builds
+# How FastCarRacing draws its observation: "direct" draws the 96 x 96 frame at three times its size and averages it
+# down (agents.render; close to gymnasium's frame, several times faster); "gymnasium" draws gymnasium's very pixels
+# (its 1000 x 800 window, smooth-scaled), for evaluating on frames exactly as gymnasium draws them.
+RENDERERS = ("direct", "gymnasium")
+RENDERER = "direct"
 FPS = 50  # CarRacing's physics and frame rate (gymnasium.envs.box2d.car_racing.FPS)
 EPISODE_STEPS = 1000  # gymnasium's TimeLimit for CarRacing-v3
 SELECT_SEED = 20_000  # closed-loop checkpoint selection (train --select-episodes) drives seeds from here: apart from
@@ -87,8 +95,13 @@ def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: 
     return np.where(brake, 4, np.where((steer == 3) & (excess > 0), 0, steer))
 
 
+def check_renderer(renderer: str) -> None:
+    need(renderer in RENDERERS, f"renderer must be one of {', '.join(RENDERERS)} (got {renderer!r})")
+
+
 class FastCarRacing(CarRacing):
-    """CarRacing-v3 drawing the very same pixels about twice as fast.
+    """CarRacing-v3 with its observation drawn faster: by agents.render.DirectRenderer (renderer
+    "direct"), or as gymnasium draws it, to the very pixel, about twice as fast ("gymnasium").
 
     gymnasium's `_render_road` moves each of the ~700 grass and road polygons to the screen one
     vertex at a time in Python (pygame.Vector2 rotations) to find the ~80 in view, every step:
@@ -97,6 +110,17 @@ class FastCarRacing(CarRacing):
     coordinates (the rotation's cosine and sine are pygame's own, so its special cases at right
     angles carry over): tests/agents/test_env.py checks the frames equal gymnasium's bit for bit.
     Written here because gymnasium offers no faster renderer; the env's id stays CarRacing-v3."""
+
+    def __init__(self, *args, renderer: str = RENDERER, **kwargs) -> None:
+        check_renderer(renderer)
+        super().__init__(*args, **kwargs)
+        self.renderer = renderer
+        self._direct = DirectRenderer() if renderer == "direct" else None
+
+    def _render(self, mode: str):  # type: ignore[override]
+        if mode == "state_pixels" and self._direct is not None and "t" in self.__dict__:
+            return self._direct.frame(self)
+        return super()._render(mode)
 
     def reset(self, *args, **kwargs):  # type: ignore[override]
         self._road_shapes: tuple[np.ndarray, list] | None = None  # the new track's, built at the first frame
@@ -150,10 +174,11 @@ class _NoPixelsCarRacing(FastCarRacing):
         return super()._render(mode)
 
 
-def make_env(continuous: bool = False, max_steps: int = EPISODE_STEPS, pixels: bool = True) -> gym.Env:
-    """CarRacing-v3 with the given action space, ending after max_steps steps."""
+def make_env(continuous: bool = False, max_steps: int = EPISODE_STEPS, pixels: bool = True, renderer: str = RENDERER) -> gym.Env:
+    """CarRacing-v3 with the given action space, ending after max_steps steps, its frames drawn by
+    `renderer` (RENDERERS)."""
     if pixels:
-        return gym.make(FAST_ID, continuous=continuous, max_episode_steps=max_steps)
+        return gym.make(FAST_ID, continuous=continuous, max_episode_steps=max_steps, renderer=renderer)
     return TimeLimit(_NoPixelsCarRacing(continuous=continuous), max_episode_steps=max_steps)
 
 

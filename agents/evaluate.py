@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from agents import perturb
-from agents.env import EPISODE_STEPS, SELECT_SEED, make_env
+from agents.env import EPISODE_STEPS, RENDERER, SELECT_SEED, check_renderer, make_env
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
 from agents.executor import ExecutorConfig
@@ -38,9 +38,11 @@ class EvaluateConfig:
     experts: bool = True  # add the track expert's figures on the same seeds as reference rows
     perturb: str | None = None  # one perturbation (agents.perturb), e.g. "drop=0.2"; None or "none": clean
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
+    renderer: str = RENDERER  # how the frames are drawn (agents.env.RENDERERS): direct, or gymnasium's own pixels
 
     def __post_init__(self) -> None:
         need(bool(self.runs), "give at least one run folder")
+        check_renderer(self.renderer)
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
         need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
@@ -109,10 +111,10 @@ class _Timed:
         return action
 
 
-def drive(job: tuple[str, str, bool, bool, int, str | None, int]) -> tuple[str, EpisodeResult, np.ndarray]:
-    """One episode of one run: (run, weights, actions, continuous, max_steps, perturbation, seed)
-    -> result, step latencies."""
-    path, weights, actions, continuous, max_steps, spec, seed = job
+def drive(job: tuple[str, str, str | None, bool, int, str | None, str, int]) -> tuple[str, EpisodeResult, np.ndarray]:
+    """One episode of one run: (run, weights, actions, continuous, max_steps, perturbation, renderer,
+    seed) -> result, step latencies."""
+    path, weights, actions, continuous, max_steps, spec, renderer, seed = job
     torch.set_num_threads(1)  # one thread per worker: the latency figures are per CPU thread
     policy: Any = _policy(path, weights, actions)
     policy.reset(seed)
@@ -120,7 +122,7 @@ def drive(job: tuple[str, str, bool, bool, int, str | None, int]) -> tuple[str, 
         policy = perturb.PerturbedPolicy(policy, perturb.parse(spec), continuous)
         policy.reset(seed)
     timed = _Timed(policy)
-    env = make_env(continuous, max_steps)
+    env = make_env(continuous, max_steps, renderer=renderer)
     try:
         result = run_episode(env, timed, seed)
     finally:
@@ -162,7 +164,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
                 f"seeds {seen[0]}..{seen[-1]} include training episodes of {info.path}; evaluate on seeds no "
                 f"training data came from (--seed-start {max(info.training_seeds) + 1} or higher)"
             )
-    jobs = [(p, cfg.weights, cfg.actions, info.action_space == "continuous", cfg.max_steps, cfg.perturb, s) for p, info in infos.items() for s in seeds]
+    jobs = [(p, cfg.weights, cfg.actions, info.action_space == "continuous", cfg.max_steps, cfg.perturb, cfg.renderer, s) for p, info in infos.items() for s in seeds]
     by_run: dict[str, tuple[list[EpisodeResult], list[np.ndarray]]] = {p: ([], []) for p in infos}
 
     def keep(out: tuple[str, EpisodeResult, np.ndarray]) -> None:

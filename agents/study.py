@@ -32,7 +32,7 @@ from agents import perturb
 from agents.bc import frame_gaps, net_config
 from agents.collect import CollectConfig, collect
 from agents.dagger import FIRST_SEED, DaggerConfig, dagger
-from agents.env import EPISODE_STEPS
+from agents.env import EPISODE_STEPS, RENDERER
 from agents.evaluate import describe_run, drive
 from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
@@ -302,7 +302,7 @@ def eval_episode(job: tuple[str, bool, int, str | None, int]) -> dict[str, Any]:
     """One held-out episode of one run at one level (a task), driven as the run drives by default
     (agents.policy.default_decoder: argmax, or its own decoder for rate and wheel-angle networks)."""
     path, continuous, max_steps, level, seed = job
-    _, result, ms = drive((path, "best", None, continuous, max_steps, level, seed))
+    _, result, ms = drive((path, "best", None, continuous, max_steps, level, RENDERER, seed))
     return episode_record(result, float(np.percentile(ms, 50)) if ms.size else None)
 
 

@@ -38,6 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-expert", action="store_true", help="leave out the expert's reference row")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
     p.add_argument(
+        "--renderer", default="direct", choices=("direct", "gymnasium"),
+        help="how the frames are drawn: direct (nac-drive's renderer, the default everywhere) or gymnasium (gymnasium's "
+        "own pixels, bit for bit, several times slower); the expert reads the car's state and drives the same either way",
+    )
+    p.add_argument(
         "--perturb", action="append", default=[], metavar="NAME[=LEVEL]",
         help="evaluate under a perturbation, once per given level (repeat the flag): drop=p, jitter=s, hold=s, delay=k, "
         "noise=sigma, blur[=sigma], brightness=f, hue[=shift], action-noise=p; one leaderboard per level and a "
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     configs = [
         EvaluateConfig(
             runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, ray=args.ray, weights=args.weights,
-            actions=args.actions, experts=not args.no_expert, max_steps=args.max_steps, perturb=spec,
+            actions=args.actions, experts=not args.no_expert, max_steps=args.max_steps, perturb=spec, renderer=args.renderer,
         )
         for spec in specs  # all checked before the first episode
     ]

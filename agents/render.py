@@ -1,0 +1,231 @@
+"""CarRacing's 96 x 96 observation drawn directly, at a small multiple of its size.
+
+gymnasium draws every observation on a 1000 x 800 window (road, car, then the instrument strip
+and the score in text), flips it and smooth-scales it down to 96 x 96. Most of a step's time goes
+there: ~80 anti-aliased polygons filled at 800 000 pixels, a full-window flip, the font looked
+up and the score rendered anew, and the smooth-scale of the whole window. This draws the same
+scene, in the same order and colours, on a (96 k) x (96 k) surface whose axes are the window's
+scaled (x by 96 k / 1000, y by 96 k / 800, the flip folded into the y mapping) and area-averages
+it by k. The instrument strip is the only part drawn at the window's own resolution (1000 x 100
+pixels, with gymnasium's own rounding of its bars and the same cached score text) and
+smooth-scaled to the frame's last 12 rows exactly as gymnasium scales it, because policies read
+the speed bar (agents.env.frame_speed). Written here: gymnasium offers no other renderer, and no
+library draws CarRacing's scene.
+
+The frames are not bit-identical to gymnasium's (polygon edges are rasterised on a coarser grid);
+how far they differ, and whether policies trained on gymnasium's frames notice, is measured by
+`nacdrive bench render` (docs/experts.md, "The renderer").
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import pygame
+from gymnasium.envs.box2d import car_dynamics
+from gymnasium.envs.box2d import car_racing as cr
+from pygame import gfxdraw
+
+FRAME = 96  # CarRacing's observation is FRAME x FRAME x 3 (car_racing.STATE_W, STATE_H)
+STRIP_ROWS = 12  # the instrument strip: the window's last 5/40 of its height, rows 84..95 of the frame
+STRIP_H = cr.WINDOW_H * 5 // 40  # 100 window rows
+SCALES = (3, 5, 6)  # the multiples k of 96 a frame may be drawn at (the surface is 96 k square): those at which
+# pygame's smooth-scale maps a flat colour as it does from gymnasium's window (2 levels darker; at k = 2, 4, 8 it keeps them)
+
+
+@lru_cache(maxsize=1)
+def _font() -> pygame.font.Font:
+    pygame.font.init()
+    return pygame.font.Font(pygame.font.get_default_font(), 42)
+
+
+@lru_cache(maxsize=4096)
+def _score_text(text: str) -> pygame.Surface:
+    """The score as gymnasium renders it (white on black, its default font at 42 px); cached because
+    an episode shows a few hundred distinct scores and rendering text is a millisecond each."""
+    return _font().render(text, True, (255, 255, 255), (0, 0, 0))
+
+
+class DirectRenderer:
+    """Draws a CarRacing env's observation from its state: `frame(env)` -> (96, 96, 3) uint8.
+
+    scale: the multiple k of 96 the scene is drawn at before area-averaging (one of SCALES);
+    larger is closer to gymnasium's frame and slower (docs/experts.md, "The renderer")."""
+
+    def __init__(self, scale: int = 3) -> None:
+        if scale not in SCALES:
+            raise ValueError(f"DirectRenderer: scale must be one of {', '.join(map(str, SCALES))} (got {scale})")
+        self.scale = scale
+        side = FRAME * scale
+        self.surf = pygame.Surface((side, side))
+        self.strip = pygame.Surface((cr.WINDOW_W, STRIP_H))
+        self.fx = side / cr.WINDOW_W  # surface pixels per window pixel, across
+        self.fy = side / cr.WINDOW_H  # and down
+        self._shapes: tuple[np.ndarray, np.ndarray, np.ndarray, list] | None = None
+        self._track: object = None
+        self._car: object = None
+        self._parts: tuple[np.ndarray, np.ndarray, list[int], list[list[int]]] | None = None
+
+    # -- the scene ---------------------------------------------------------------------------
+    def _road_shapes(self, env: cr.CarRacing) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+        """The grass squares then the road tiles, as gymnasium's _render_road draws them: (N, 4, 2)
+        world vertices, each polygon's centre (N, 2) and the distance (N,) from it to its farthest
+        vertex, and each one's colour (None: the grass colour; the road tiles' colour arrays are
+        CarRacing's own, which it changes in place when a tile is first touched)."""
+        if self._shapes is None or self._track is not env.road_poly:
+            g = cr.GRASS_DIM
+            grass = [[(g * x + g, g * y), (g * x, g * y), (g * x, g * y + g), (g * x + g, g * y + g)]
+                     for x in range(-20, 20, 2) for y in range(-20, 20, 2)]
+            road = [[(p[0], p[1]) for p in poly] for poly, _ in env.road_poly]
+            verts = np.array(grass + road, dtype=np.float64)
+            centre = verts.mean(axis=1)
+            radius = np.linalg.norm(verts - centre[:, None], axis=2).max(axis=1)
+            self._shapes = (verts, centre, radius, [None] * len(grass) + [c for _, c in env.road_poly])
+            self._track = env.road_poly
+        return self._shapes
+
+    def _view(self, env: cr.CarRacing) -> tuple[np.ndarray, np.ndarray]:
+        """The affine map world -> surface pixels, (M (2, 2), b (2,)), as gymnasium places the scene:
+        rotated against the car's heading, zoomed (with its opening zoom animation), the car at
+        (W/2, H/4) of the window, the window flipped upside down, then scaled to the surface."""
+        car = env.car
+        angle = -car.hull.angle
+        zoom = 0.1 * cr.SCALE * max(1 - env.t, 0) + cr.ZOOM * cr.SCALE * min(env.t, 1)
+        cos, sin = np.cos(angle), np.sin(angle)
+        m = np.array([[self.fx * zoom * cos, -self.fx * zoom * sin],
+                      [-self.fy * zoom * sin, -self.fy * zoom * cos]])
+        centre = np.array(car.hull.position, dtype=np.float64)
+        b = np.array([self.fx * cr.WINDOW_W / 2, self.fy * cr.WINDOW_H * 3 / 4]) - m @ centre
+        return m, b
+
+    def _car_parts(self, car: car_dynamics.Car) -> tuple[np.ndarray, np.ndarray, list[int], list[list[int]]]:
+        """Every polygon car_dynamics draws of the car (the wheels, then the hull): their vertices in
+        their body's frame (V, 2), each vertex's body (V,), where each polygon ends in them, and each
+        one's colour. Box2D's shapes do not change, so this is read once per car."""
+        if self._car is not car:
+            local, body_of, ends, colours = [], [], [], []
+            for j, body in enumerate(car.drawlist):
+                for f in body.fixtures:
+                    local += [tuple(v) for v in f.shape.vertices]
+                    body_of += [j] * len(f.shape.vertices)
+                    ends.append(len(local))
+                    colours.append([int(c * 255) for c in body.color])
+            self._parts = (np.array(local, dtype=np.float64), np.array(body_of), ends[:-1], colours)
+            self._car = car
+        return self._parts
+
+    def _fill_background(self, env: cr.CarRacing, m: np.ndarray, b: np.ndarray) -> None:
+        """The playfield's colour, and black beyond it (seen while the opening zoom is wide, or near
+        the playfield's edge), as gymnasium's first polygon draws them."""
+        surf, side, lim = self.surf, self.surf.get_width(), cr.PLAYFIELD
+        bg = [int(c) for c in env.bg_color]
+        inv = np.linalg.inv(m)
+        corners = (np.array([[0, 0], [side, 0], [0, side], [side, side]], dtype=np.float64) - b) @ inv.T  # (4, 2) world
+        if np.abs(corners).max() <= lim:  # the playfield fills the view (the usual case)
+            surf.fill(bg)
+            return
+        surf.fill((0, 0, 0))
+        field = (np.array([(lim, lim), (lim, -lim), (-lim, -lim), (-lim, lim)]) @ m.T + b).tolist()  # (4, 2)
+        gfxdraw.aapolygon(surf, field, bg)
+        gfxdraw.filled_polygon(surf, field, bg)
+
+    def frame(self, env: cr.CarRacing) -> np.ndarray:
+        """The observation of env's present state: (96, 96, 3) uint8."""
+        surf, side = self.surf, self.surf.get_width()
+        m, b = self._view(env)
+        self._fill_background(env, m, b)
+
+        verts, centre, radius, colours = self._road_shapes(env)
+        c = centre @ m.T + b  # (N, 2) each polygon's centre on the surface
+        reach = radius * np.abs(m).sum(axis=1).max() + 1  # (N,) how far its vertices may lie from it, in pixels
+        seen = np.flatnonzero((np.abs(c - side / 2) <= side / 2 + reach[:, None]).all(axis=1))
+        pix = (verts[seen] @ m.T + b).tolist()  # (n, 4, 2) surface pixels of those that may show
+        grass = [int(v) for v in env.grass_color]
+        for i, poly in zip(seen.tolist(), pix):
+            colour = grass if colours[i] is None else [int(v) for v in colours[i]]
+            gfxdraw.aapolygon(surf, poly, colour)
+            gfxdraw.filled_polygon(surf, poly, colour)
+
+        # The car (car_dynamics.Car.draw without its particles): every vertex moved by its body's pose at once.
+        car = env.car
+        local, body_of, ends, part_colours = self._car_parts(car)
+        pose = np.array([(*body.position, body.angle) for body in car.drawlist])  # (B, 3) x, y, angle
+        cos, sin = np.cos(pose[:, 2])[body_of], np.sin(pose[:, 2])[body_of]  # (V,)
+        world = np.stack([cos * local[:, 0] - sin * local[:, 1], sin * local[:, 0] + cos * local[:, 1]], axis=1) + pose[body_of, :2]
+        polys = np.split(world @ m.T + b, ends)  # a (V_i, 2) array of surface pixels per polygon
+        wheels = len(car.wheels)  # the first polygons, one each (car.drawlist = wheels + [hull])
+        for k, (poly, colour) in enumerate(zip(polys, part_colours)):
+            pygame.draw.polygon(surf, colour, poly.tolist())
+            stripe = _wheel_stripe(car.wheels[k].phase) if k < wheels else None  # a wheel's lighter stripe, over it
+            if stripe is not None:
+                cw, sw = cos[ends[k] - 1], sin[ends[k] - 1]
+                pts = np.stack([cw * stripe[:, 0] - sw * stripe[:, 1], sw * stripe[:, 0] + cw * stripe[:, 1]], axis=1) + pose[k, :2]
+                pygame.draw.polygon(surf, car_dynamics.WHEEL_WHITE, (pts @ m.T + b).tolist())
+
+        out = _pixels(pygame.transform.smoothscale(surf, (FRAME, FRAME)))  # an area average over k x k pixels
+        out[FRAME - STRIP_ROWS:] = self._strip(env)
+        return out
+
+    # -- the instrument strip ----------------------------------------------------------------
+    def _strip(self, env: cr.CarRacing) -> np.ndarray:
+        """The frame's last 12 rows: gymnasium's _render_indicators and score, drawn on the window's
+        last 100 rows at its resolution and smooth-scaled as the whole window is (700/800 of the
+        window is exactly 84/96 of the frame, so the strip's rows map onto the frame's last 12)."""
+        W, H = cr.WINDOW_W, cr.WINDOW_H
+        s, h, top = W / 40.0, H / 40.0, H - STRIP_H
+        strip = self.strip
+        strip.fill((0, 0, 0))
+        car = env.car
+
+        def bar(value: float, x0: float, x1: float, y0: float, y1: float, colour: tuple[int, int, int]) -> None:
+            # gymnasium draws each bar as a polygon; on an axis-aligned rectangle pygame fills the pixels from
+            # the floor of its low corner to the floor of its high one, inclusive: the same pixels, faster
+            if abs(value) > 1e-4:
+                (a, b), (c, d) = sorted((math.floor(x0), math.floor(x1))), sorted((math.floor(y0 - top), math.floor(y1 - top)))
+                strip.fill(colour, (a, c, b - a + 1, d - c + 1))
+
+        def vertical(value: float, place: float, val: float, colour: tuple[int, int, int]) -> None:
+            bar(value, place * s, (place + 1) * s, H - (h + h * val), H - h, colour)
+
+        def horizontal(value: float, place: float, val: float, colour: tuple[int, int, int]) -> None:
+            bar(value, place * s, (place + val) * s, H - 4 * h, H - 2 * h, colour)
+
+        v = car.hull.linearVelocity
+        speed = float(np.sqrt(np.square(v[0]) + np.square(v[1])))
+        vertical(speed, 5, 0.02 * speed, (255, 255, 255))
+        for i, colour in ((0, (0, 0, 255)), (1, (0, 0, 255)), (2, (51, 0, 255)), (3, (51, 0, 255))):  # the wheels' ABS
+            omega = car.wheels[i].omega
+            vertical(omega, 7 + i, 0.01 * omega, colour)
+        steer = car.wheels[0].joint.angle
+        horizontal(steer, 20, -10.0 * steer, (0, 255, 0))
+        spin = car.hull.angularVelocity
+        horizontal(spin, 30, -0.8 * spin, (255, 0, 0))
+
+        text = _score_text(f"{env.reward:04.0f}")
+        rect = text.get_rect()
+        rect.center = (60, H - H * 2.5 / 40.0 - top)
+        strip.blit(text, rect)
+        return _pixels(pygame.transform.smoothscale(strip, (FRAME, STRIP_ROWS)))
+
+
+def _pixels(surf: pygame.Surface) -> np.ndarray:
+    """A surface's pixels as a writable (H, W, 3) uint8 array (tobytes: a third of surfarray's time)."""
+    w, h = surf.get_size()
+    return np.frombuffer(bytearray(pygame.image.tobytes(surf, "RGB")), np.uint8).reshape(h, w, 3)
+
+
+def _wheel_stripe(phase: float) -> np.ndarray | None:
+    """The lighter stripe car_dynamics draws on a wheel to show it turning, in the wheel's frame
+    (None when it is on the far side)."""
+    a1, a2 = phase, phase + 1.2
+    s1, s2, c1, c2 = np.sin(a1), np.sin(a2), np.cos(a1), np.cos(a2)
+    if s1 > 0 and s2 > 0:
+        return None
+    if s1 > 0:
+        c1 = np.sign(c1)
+    if s2 > 0:
+        c2 = np.sign(c2)
+    w, r, k = car_dynamics.WHEEL_W, car_dynamics.WHEEL_R, car_dynamics.SIZE
+    return np.array([(-w * k, r * c1 * k), (w * k, r * c1 * k), (w * k, r * c2 * k), (-w * k, r * c2 * k)])

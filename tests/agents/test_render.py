@@ -1,0 +1,68 @@
+"""The direct renderer draws frames close to gymnasium's, the instrument strip within one level."""
+
+import numpy as np
+import pytest
+
+from agents.env import make_env
+from agents.experts import make_expert
+from agents.render import FRAME, STRIP_ROWS, DirectRenderer
+from nac.config import ConfigError
+
+
+def _lockstep(seed: int, steps: int, randomize: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The same episode in two environments, gymnasium's renderer and the direct one: (steps, 96, 96, 3) each.
+    The expert drives (tiles are recoloured when touched), then full lock spins the car off the road."""
+    exact = make_env(True, renderer="gymnasium").unwrapped
+    direct = make_env(True).unwrapped
+    frames = []
+    for env in (exact, direct):
+        env.domain_randomize = randomize
+    obs_e, _ = exact.reset(seed=seed)
+    obs_d, _ = direct.reset(seed=seed)
+    expert = make_expert("track", exact)
+    expert.reset()
+    for t in range(steps):
+        action = expert.select_action(None) if t < steps * 2 // 3 else np.array([1.0, 0.6, 0.0], np.float32)
+        frames.append((exact.step(action)[0], direct.step(action)[0]))
+    exact.close()
+    direct.close()
+    e, d = (np.stack(f) for f in zip(*frames))
+    return e, d
+
+
+@pytest.mark.parametrize("seed, randomize", [(0, False), (7, True)])
+def test_direct_frames_are_within_the_stated_tolerance_of_gymnasiums(seed, randomize):
+    exact, direct = _lockstep(seed, 180, randomize)
+    diff = np.abs(exact.astype(np.int16) - direct.astype(np.int16))  # (T, 96, 96, 3)
+    scene = diff[:, : FRAME - STRIP_ROWS]
+    # the scene: polygon edges fall on a coarser grid; the mean error per channel stays below one level
+    assert scene.mean(axis=(0, 1, 2)).max() < 1.0, scene.mean(axis=(0, 1, 2))
+    assert (scene.max(axis=3) > 0).mean() < 0.15  # most pixels are the very same
+    # the instrument strip (speed bar, ABS, steering, gyro, score) is drawn at gymnasium's resolution
+    assert diff[:, FRAME - STRIP_ROWS:].max() <= 1
+    # the opening zoom (the first second) is drawn as well: black beyond the playfield, every polygon
+    assert np.abs(exact[:10].astype(int) - direct[:10].astype(int)).mean() < 2.0
+
+
+def test_the_scale_and_the_renderer_are_checked():
+    with pytest.raises(ValueError, match="scale must be one of 3, 5, 6"):
+        DirectRenderer(4)
+    with pytest.raises(ConfigError, match="renderer must be one of direct, gymnasium"):
+        make_env(True, renderer="fast")
+
+
+def test_a_finer_scale_is_closer():
+    env = make_env(True, renderer="gymnasium")
+    obs, _ = env.reset(seed=2)
+    expert = make_expert("track", env)
+    expert.reset()
+    errors = {3: [], 6: []}
+    renderers = {k: DirectRenderer(k) for k in errors}
+    for t in range(120):
+        u = env.unwrapped
+        action = expert.select_action(obs)
+        obs = env.step(action)[0]
+        if t >= 60 and t % 5 == 0:
+            for k, r in renderers.items():
+                errors[k].append(np.abs(r.frame(u)[:84].astype(int) - obs[:84].astype(int)).mean())
+    assert np.mean(errors[6]) < np.mean(errors[3])
