@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from agents.env import ENV_ID, FAST_ID, make_env
+from gymnasium.envs.box2d.car_racing import CarRacing
+
+from agents.env import ENV_ID, make_env
+from agents.render import DirectRenderer
 from agents.experts import make_expert
 from agents.policy import DrivingPolicy
 from nac.driving import Dropout, DrivingNet, DrivingNetConfig
+
+PRETRAINED_NAC = str(Path(__file__).parent / "pretrained" / "nac")  # the policy whose episodes bench env times
 
 
 def camera_frames(n: int, seed: int = 0) -> np.ndarray:
@@ -53,28 +59,103 @@ def percentiles(ms: list[float]) -> dict[str, float]:
             "p99_ms": float(np.percentile(a, 99)), "max_ms": float(a.max())}
 
 
-def bench_env(steps: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
-    """env.step of gymnasium's CarRacing-v3 and of ours (FastCarRacing), stepped in turn in one
-    process with the same actions (the track expert's) on the same track: per-step percentiles,
-    and how many of the observations differed (0 expected)."""
+ENV_ROWS = ("gymnasium CarRacing-v3", "FastCarRacing, renderer gymnasium", "FastCarRacing, renderer direct")
+
+
+def _time(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def bench_env(steps: int = 1000, seed: int = 0, policy: str | None = None) -> list[dict[str, Any]]:
+    """The simulator's costs, each beside gymnasium's CarRacing-v3 step measured in the same run
+    (x_gymnasium: how many of gymnasium's steps, at the median, fit in the same time):
+
+    - env.step of gymnasium's CarRacing-v3, of FastCarRacing drawing gymnasium's pixels and of
+      FastCarRacing's direct renderer, the same actions (the track expert's) on the same track,
+      taken in turn in blocks of 50 steps (the three stay in lock step); with how many observations
+      differ from gymnasium's (0 expected of renderer gymnasium) and the direct frames' mean
+      absolute difference per channel;
+    - the observation alone (gymnasium's drawing against the direct renderer's, the same states);
+    - a planned step of the discrete track expert (its 40-step look-ahead over every candidate);
+    - whole episodes of `steps` steps: the discrete expert recording pixels, and a policy (a run
+      folder; default the shipped NAC) driving, as episodes per minute.
+    """
     torch.set_num_threads(1)
-    envs = {name: gym.make(env_id, continuous=True, max_episode_steps=steps) for name, env_id in
-            (("gymnasium CarRacing-v3", ENV_ID), ("nac-drive FastCarRacing", FAST_ID))}
-    obs = {name: env.reset(seed=seed)[0] for name, env in envs.items()}
-    expert = make_expert("track", envs["gymnasium CarRacing-v3"])
+    envs = {ENV_ROWS[0]: gym.make(ENV_ID, continuous=True, max_episode_steps=steps),
+            ENV_ROWS[1]: make_env(True, steps, renderer="gymnasium"), ENV_ROWS[2]: make_env(True, steps)}
+    for env in envs.values():
+        env.reset(seed=seed)
+    expert = make_expert("track", envs[ENV_ROWS[0]])
     expert.reset()
     ms: dict[str, list[float]] = {name: [] for name in envs}
-    differ = 0
+    render: dict[str, list[float]] = {"gymnasium's drawing": [], "direct renderer": []}
+    direct = DirectRenderer()
+    gym_env, exact_env, direct_env = envs.values()
+    taken, differ, diff, done = 0, 0, [], False
+    while taken < steps and not done:
+        block, ref = [], []  # the expert's actions on gymnasium's env, and its frames; the others replay them
+        for _ in range(min(50, steps - taken)):
+            block.append(expert.select_action(None))
+            start = time.perf_counter()
+            obs, _, term, trunc, _ = gym_env.step(block[-1])
+            ms[ENV_ROWS[0]].append((time.perf_counter() - start) * 1e3)
+            ref.append(obs)
+            u = gym_env.unwrapped
+            render["gymnasium's drawing"].append(_time(lambda: CarRacing._render(u, "state_pixels")))
+            render["direct renderer"].append(_time(lambda: direct.frame(u)))
+            if term or trunc:
+                done = True
+                break
+        for name, env in ((ENV_ROWS[1], exact_env), (ENV_ROWS[2], direct_env)):
+            for action, frame in zip(block, ref):
+                start = time.perf_counter()
+                obs = env.step(action)[0]
+                ms[name].append((time.perf_counter() - start) * 1e3)
+                if env is exact_env:
+                    differ += int(not np.array_equal(frame, obs))
+                else:
+                    diff.append(np.abs(frame.astype(np.int16) - obs.astype(np.int16)).mean(axis=(0, 1)))
+        taken += len(block)
+    base = float(np.percentile(ms[ENV_ROWS[0]], 50))
+
+    def row(what: str, name: str, values: list[float], **extra: Any) -> dict[str, Any]:
+        stats = percentiles(values)
+        return {"what": what, "name": name, **stats, "x_gymnasium": base / stats["p50_ms"], **extra}
+
+    rows = [row("env.step", ENV_ROWS[0], ms[ENV_ROWS[0]]),
+            row("env.step", ENV_ROWS[1], ms[ENV_ROWS[1]], frames_differing=differ),
+            row("env.step", ENV_ROWS[2], ms[ENV_ROWS[2]], mean_abs_diff=np.mean(diff, axis=0).round(3).tolist())]
+    rows += [row("observation", name, v) for name, v in render.items()]
+
+    planner_env = make_env(False, steps, pixels=False)
+    planner = make_expert("track", planner_env)
+    planner_env.reset(seed=seed)
+    planner.reset()
+    planned = []
     for _ in range(steps):
-        action = expert.select_action(obs["gymnasium CarRacing-v3"])
-        for name, env in envs.items():
-            t0 = time.perf_counter()
-            obs[name], _, term, trunc, _ = env.step(action)
-            ms[name].append((time.perf_counter() - t0) * 1e3)
-        differ += int(not np.array_equal(*obs.values()))
-        if term or trunc:
+        start = time.perf_counter()
+        a = planner.select_action(None)
+        planned.append((time.perf_counter() - start) * 1e3)
+        if any(planner_env.step(a)[2:4]):
             break
-    return [{"env": name, **percentiles(ms[name]), "frames_differing": differ} for name in envs]
+    rows.append(row("planned expert step", "discrete track expert, 40-step look-ahead", planned))
+
+    from agents.rollout import run_episode  # here: rollout imports the executor, which the other benches need not
+
+    for name, make_driver, continuous in (("discrete track expert, recording pixels", lambda e: make_expert("track", e), False),
+                                          (f"policy {policy or 'agents/pretrained/nac'}", lambda e: DrivingPolicy.from_run(policy or PRETRAINED_NAC), True)):
+        env = make_env(continuous, steps)
+        driver = make_driver(env)
+        start = time.perf_counter()
+        result = run_episode(env, driver, seed)
+        seconds = time.perf_counter() - start
+        env.close()
+        rows.append({"what": "episode", "name": name, "steps": result.length, "seconds": seconds,
+                     "episodes_per_minute": 60 * steps / result.length / seconds if result.length else 0.0,
+                     "x_gymnasium": base * result.length / 1e3 / seconds})
+    return rows
 
 
 def bench_policies(runs: list[str], heads: list[str], steps: int = 1000, threads: int = 1) -> list[dict[str, Any]]:

@@ -20,8 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "one process; then NAC-8k and sqrt at T=256..8192, and sqrt's recall of exact Top-K. "
             "'bench policy' times DrivingPolicy.select_action per step (one CNN pass + the head's streaming "
             "step) over 1000 real CarRacing frames on one CPU thread: p50/p90/p99/max per policy. "
-            "'bench env' times env.step of gymnasium's CarRacing-v3 against nac-drive's faster "
-            "renderer (same pixels), stepped in turn with the track expert's actions. 'bench train' times "
+            "'bench env' times env.step of gymnasium's CarRacing-v3 against nac-drive's FastCarRacing (renderer "
+            "gymnasium: the same pixels; renderer direct: the default), the observation alone, a planned step of the "
+            "discrete track expert and whole episodes (the expert's, a policy's: --runs RUN, default the shipped NAC), "
+            "each as a ratio to gymnasium's step measured in the same run. 'bench train' times "
             "a behaviour-cloning step (forward, backward, Adam) per head with nac-drive's dropout and "
             "torch's, in turn, in one process."
         ),
@@ -33,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-len", type=positive_int, default=8192, help="longest T of the growth table (default 8192)")
     p.add_argument("--threads", type=non_negative_int, default=0, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--skip-pairwise", action="store_true", help="leave out NAC-PW (O(T^2) memory)")
-    p.add_argument("--runs", nargs="+", default=[], metavar="RUN", help="policy: run folders to time")
+    p.add_argument("--runs", nargs="+", default=[], metavar="RUN", help="policy: run folders to time; env: the policy whose episodes are timed (default the shipped NAC)")
     p.add_argument("--heads", nargs="*", default=None, metavar="HEAD", help="policy: untrained networks to time (default nac lstm gru cfc mha without --runs); train: heads (default nac)")
     p.add_argument("--steps", type=positive_int, default=None, help="policy, env: steps timed (default 1000); train: steps per dropout (default 60)")
     p.add_argument("--run", metavar="RUN", help="bridge: a --task udacity run to serve")
@@ -77,11 +79,19 @@ def run_policy(args: argparse.Namespace) -> int:
 def run_env(args: argparse.Namespace) -> int:
     from agents.latency import bench_env
 
-    rows = bench_env(args.steps or 1000)
-    print("| env.step | steps | p50 ms | p90 ms | p99 ms | max ms |\n|---|---|---|---|---|---|")
+    rows = bench_env(args.steps or 1000, policy=args.runs[0] if args.runs else None)
+    print("| what | name | p50 ms | p99 ms | x gymnasium's step |\n|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['env']} | {r['steps']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.2f} |")
-    print(f"\nmedian ratio: {rows[0]['p50_ms'] / rows[1]['p50_ms']:.2f}x; observations differing: {rows[0]['frames_differing']} of {rows[0]['steps']}")
+        if r["what"] == "episode":
+            print(f"| episode | {r['name']} | {r['episodes_per_minute']:.1f} episodes a minute ({r['steps']} steps in "
+                  f"{r['seconds']:.1f} s) | | {r['x_gymnasium']:.2f} |")
+        else:
+            print(f"| {r['what']} | {r['name']} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | {r['x_gymnasium']:.2f} |")
+    exact, direct = rows[1], rows[2]
+    print(f"\nrenderer gymnasium: observations differing from gymnasium's: {exact['frames_differing']} of {exact['steps']}; "
+          f"renderer direct: mean absolute difference per channel {direct['mean_abs_diff']}")
+    print("x gymnasium's step: gymnasium CarRacing-v3's median step time over the row's (for an episode: over its "
+          "time per step), measured in this run")
     _write_json(args.json, rows)
     return 0
 

@@ -28,9 +28,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.envs.box2d import car_dynamics
 
-from agents.env import BRAKE_EXCESS, FPS, PLAN_AHEAD, WHEEL_LIMIT
+from agents.env import BRAKE_EXCESS, PLAN_AHEAD, WHEEL_LIMIT
+from agents.experts import car_model
 from nac.config import ConfigError
 
 WHEELBASE = 3.24  # front to rear axle, Box2D units ((80 + 82) * car_dynamics.SIZE)
@@ -148,7 +148,7 @@ class TrackFollowingExpert:
         self._idx = 0
         self._pulse = 0  # discrete: the steer action of the pulse under way (1 or 2), 0 if none
         if self._planner is not None:
-            self._planner.reset(track, centre, normal)
+            self._planner.reset(self, centre, normal)
 
     def _nearest(self, x: float, y: float) -> int:
         n, pts, i = len(self._pts_list), self._pts_list, self._idx
@@ -256,85 +256,18 @@ def racing_line(centre: np.ndarray, normal: np.ndarray, room: float, iterations:
     return centre + offset[:, None] * normal
 
 
-def _sign(x: float) -> float:
-    """np.sign of a scalar, as a float."""
-    return 1.0 if x > 0 else -1.0 if x < 0 else 0.0
-
-
-class _PlannerCar(car_dynamics.Car):
-    """gymnasium's car with the physics of its step() in scalar Python: the planner's simulated car.
-
-    car_dynamics.Car.step calls numpy on scalars (np.sign, np.sqrt, np.square; about a microsecond
-    each), and draws skid marks; the planner steps its car about 200 times per real step. This is
-    the same arithmetic in the same order on the same float64 values (np.square(x) is x * x and
-    sqrt is correctly rounded either way), without the skid marks, which only drawing reads:
-    tests/agents/test_expert.py drives both cars side by side and finds every state equal. Written
-    here because gymnasium has no faster car, and the environment's own car must stay gymnasium's.
-    """
-
-    def gas(self, gas: float) -> None:
-        gas = min(max(gas, 0.0), 1.0)
-        for w in self.wheels[2:4]:
-            w.gas += min(gas - w.gas, 0.1)  # gradually increase, but stop immediately
-
-    def step(self, dt: float) -> None:
-        size2 = 205000 * car_dynamics.SIZE * car_dynamics.SIZE
-        inertia, power, limit = car_dynamics.WHEEL_MOMENT_OF_INERTIA, car_dynamics.ENGINE_POWER, car_dynamics.FRICTION_LIMIT
-        for w in self.wheels:
-            diff = w.steer - w.joint.angle
-            w.joint.motorSpeed = _sign(diff) * min(50.0 * abs(diff), 3.0)
-            friction_limit = limit * 0.6  # grass if no tile
-            for tile in w.tiles:
-                friction_limit = max(friction_limit, limit * tile.road_friction)
-            forw, side, v = w.GetWorldVector((0, 1)), w.GetWorldVector((1, 0)), w.linearVelocity
-            vf = forw[0] * v[0] + forw[1] * v[1]
-            vs = side[0] * v[0] + side[1] * v[1]
-            w.omega += dt * power * w.gas / inertia / (abs(w.omega) + 5.0)
-            self.fuel_spent += dt * power * w.gas
-            if w.brake >= 0.9:
-                w.omega = 0
-            elif w.brake > 0:
-                val = 15 * w.brake  # BRAKE_FORCE, radians per second
-                if abs(val) > abs(w.omega):
-                    val = abs(w.omega)
-                w.omega += -_sign(w.omega) * val
-            w.phase += w.omega * dt
-            f_force = -vf + w.omega * w.wheel_rad
-            p_force = -vs
-            f_force *= size2
-            p_force *= size2
-            force = math.sqrt(f_force * f_force + p_force * p_force)
-            if abs(force) > friction_limit:
-                f_force /= force
-                p_force /= force
-                force = friction_limit
-                f_force *= force
-                p_force *= force
-            w.omega -= dt * f_force * w.wheel_rad / inertia
-            w.ApplyForceToCenter((p_force * side[0] + f_force * forw[0], p_force * side[1] + f_force * forw[1]), True)
-
-
-class _Road:
-    """Stands for a road tile in a simulated car's friction lookup (car_dynamics reads road_friction)."""
-
-    road_friction = 1.0
-
-
-_ON_ROAD = {_Road()}
-
-
 class _Lookahead:
     """Checks each discrete action against a few alternatives by simulating the car ahead.
 
-    A second Box2D world holds a copy of the car (gymnasium's own car_dynamics.Car, so the physics
-    are the environment's: a copied car follows the real one to the bit on a straight). Each step
-    the car's state is copied in and, for the expert's action and each alternative below (an
-    action held for 1, 3 or 6 steps), the car is driven `horizon` steps, the expert taking over
-    after the alternative. Score: distance gained along the line, plus 0.3 s of the final speed,
-    minus 0.5 per step with a wheel off the road (grass grip is applied to that wheel) and 1000
-    per step more than 2 units off. The best wins if it beats the expert's own action by 0.05.
-    This is one step of policy improvement by rollouts (Bertsekas): written here because no
-    library plans on a CarRacing car, and it needs the environment's privileged state.
+    For the expert's action and each alternative below (an action held for 1, 3 or 6 steps), the
+    car is driven `horizon` steps from its present state on a model of it (agents.experts.car_model:
+    the car as one rigid body, within millimetres of Box2D's over a rollout), the expert taking over
+    after the alternative; every candidate is rolled out in one compiled call. Score: distance gained
+    along the line, plus 0.3 s of the final speed, minus 0.5 per step with a wheel off the road
+    (grass grip is applied to that wheel) and 1000 per step more than 2 units off. The best wins if
+    it beats the expert's own action by 0.05. This is one step of policy improvement by rollouts
+    (Bertsekas): written here because no library plans on a CarRacing car, and it needs the
+    environment's privileged state.
     """
 
     CANDIDATES = ((1, 1), (2, 1), (3, 1), (4, 1), (3, 3), (3, 6))  # (action, steps held)
@@ -344,86 +277,31 @@ class _Lookahead:
     def __init__(self, horizon: int, brake: bool = True) -> None:
         self.horizon = horizon
         self.candidates = self.CANDIDATES if brake else tuple(c for c in self.CANDIDATES if c[0] != 4)
+        self._weights = np.array([self.SPEED_WEIGHT, self.OFF_ROAD, self.LOST, self.LOST_BEYOND])
+        self._car: Any = None
 
-    def reset(self, track: Any, centre: np.ndarray, normal: np.ndarray) -> None:
-        import Box2D
-
-        self.centre, self.normal = centre.tolist(), normal.tolist()  # lists: scalar lookups in the rollouts
-        self.world = Box2D.b2World((0, 0))
-        self.car = _PlannerCar(self.world, *track[0][1:4])
-
-    def _load(self, car: Any) -> None:
-        for src, dst in zip([car.hull, *car.wheels], [self.car.hull, *self.car.wheels]):
-            dst.position, dst.angle = src.position, src.angle
-            dst.linearVelocity, dst.angularVelocity = src.linearVelocity, src.angularVelocity
-        for src, dst in zip(car.wheels, self.car.wheels):
-            dst.omega, dst.gas, dst.brake, dst.steer, dst.phase = src.omega, src.gas, src.brake, src.steer, src.phase
-        self.car.particles.clear()  # skid marks: drawing only
-
-    def step(self, action: int) -> None:
-        """One environment step of the copied car: CarRacing-v3's discrete action, then its physics."""
-        self.car.steer(-0.6 * (action == 1) + 0.6 * (action == 2))
-        self.car.gas(0.2 * (action == 3))
-        self.car.brake(0.8 * (action == 4))
-        self.car.step(1.0 / FPS)
-        self.world.Step(1.0 / FPS, 6 * 30, 2 * 30)  # the iterations CarRacing.step uses
-
-    def _rollout(self, expert: "TrackFollowingExpert", real: Any, action: int, hold: int, state: tuple[int, int]) -> float:
-        self._load(real)
-        car, (start, expert._pulse) = self.car, state
-        expert._idx = start
-        penalty, self.actions = 0.0, []
-        for t in range(self.horizon):
-            a = expert._base_action(car)  # also moves the expert's index and pulse along
-            if t < hold:
-                a, expert._pulse = action, action if action in (1, 2) else 0
-            self.actions.append(a)
-            (cx, cy), (nx, ny), worst = self.centre[expert._idx], self.normal[expert._idx], 0.0
-            for w in car.wheels:
-                wx, wy = w.position
-                off = abs((wx - cx) * nx + (wy - cy) * ny) - ROAD_HALF_WIDTH
-                w.tiles = _ON_ROAD if off <= 0 else set()
-                worst = max(worst, off)
-            penalty += self.OFF_ROAD * (worst > 0) + self.LOST * (worst > self.LOST_BEYOND)
-            self.step(a)
-            if t == PLAN_AHEAD - 1:
-                self.wheel_ahead = float(car.wheels[0].joint.angle)
-        pos = np.array(car.hull.position, dtype=np.float64)
-        end = expert._nearest(*pos)
-        n = len(expert._pts)
-        gained = float(expert._seg_len[[(start + k) % n for k in range((end - start) % n)]].sum())
-        seg = expert._pts[(end + 1) % n] - expert._pts[end]
-        gained += float((pos - expert._pts[end]) @ seg) / max(float(np.linalg.norm(seg)), 1e-6)
-        return gained + self.SPEED_WEIGHT * float(np.linalg.norm(car.hull.linearVelocity)) - penalty
+    def reset(self, expert: "TrackFollowingExpert", centre: np.ndarray, normal: np.ndarray) -> None:
+        cfg = expert.config
+        self.centre, self.normal = np.ascontiguousarray(centre, dtype=np.float64), np.ascontiguousarray(normal, dtype=np.float64)
+        self.line = (np.ascontiguousarray(expert._pts, dtype=np.float64), np.asarray(expert._seg_len, dtype=np.float64),
+                     np.asarray(expert._v_curve_sq, dtype=np.float64))
+        self.cfg = np.array([cfg.lookahead, cfg.lookahead_per_speed, cfg.braking_decel, cfg.min_speed, cfg.max_speed,
+                             cfg.speed_margin, float(cfg.coast), cfg.steer_tolerance, cfg.steer_hold, WHEELBASE, ROAD_HALF_WIDTH])
 
     def choose(self, expert: "TrackFollowingExpert", real: Any) -> tuple[int, float]:
         """The action, and the wheel angle its rollout reaches PLAN_AHEAD steps later."""
-        state = (expert._idx, expert._pulse)
+        if self._car is not real:  # a new episode's car: its masses, read once
+            self._consts, self._car = car_model.car_constants(real), real
+        idx, pulse = expert._idx, expert._pulse
         base = int(expert._base_action(real))
-        after = (expert._idx, expert._pulse)
-        scores: dict[tuple[int, int], float] = {}
-        ahead: dict[tuple[int, int], float] = {}
-        driven: list[tuple[int, list[int], tuple[int, int]]] = []  # each rollout's hold, its actions, its candidate
-        for cand in ((base, 1), *self.candidates):
-            if cand in scores:
-                continue
-            action, hold = cand
-            # A rollout is a function of its actions (the expert's pulse after an action it chose is the one a forced
-            # action sets), so a candidate whose held actions an earlier rollout took anyway, with the expert driving
-            # from there on, is that rollout: about 3 candidates in 10 on CarRacing tracks. Over three whole episodes
-            # the expert's actions were the same as with every rollout driven, and its planned angles within 1e-6 rad
-            # (Box2D warm-starts the car's joints from the world's previous rollout; tests/agents/test_expert.py).
-            same = next((c for h, acts, c in driven if h <= hold and acts[:hold] == [action] * hold), None)
-            if same is None:
-                scores[cand] = self._rollout(expert, real, action, hold, state)
-                ahead[cand] = self.wheel_ahead
-                driven.append((hold, self.actions, cand))
-            else:
-                scores[cand], ahead[cand] = scores[same], ahead[same]
-        self.last_scores, self.last_driven = scores, len(driven)  # for tests and analysis
-        (action, hold), best = max(scores.items(), key=lambda kv: kv[1])
-        expert._idx, expert._pulse = after
-        if best > scores[(base, 1)] + self.MARGIN:
+        cands = [(base, 1)] + [c for c in self.candidates if c != (base, 1)]
+        scores, ahead = car_model.rollouts(
+            car_model.car_state(real, self._consts), self._consts, car_model.WHEEL_ANCHORS, *self.line, self.centre,
+            self.normal, self.cfg, np.array(cands, dtype=np.int64), idx, pulse, self.horizon, PLAN_AHEAD, self._weights)
+        self.last_scores = dict(zip(cands, scores.tolist()))  # for tests and analysis
+        best = int(np.argmax(scores))  # the first of equal scores, the expert's own action first
+        if scores[best] > scores[0] + self.MARGIN:
+            action = cands[best][0]
             expert._pulse = action if action in (1, 2) else 0
-            return action, ahead[(action, hold)]
-        return base, ahead[(base, 1)]
+            return action, float(ahead[best])
+        return base, float(ahead[0])

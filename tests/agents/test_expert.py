@@ -5,7 +5,7 @@ import pytest
 
 from agents.env import BRAKE_EXCESS, PLAN_AHEAD, STEER_FIRST, WheelDecoder, make_env, wheel_action, wheel_after
 from agents.experts import make_expert
-from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, _ON_ROAD, _Lookahead, _PlannerCar, racing_line
+from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, racing_line
 from agents.rollout import run_episode, summarize
 from nac.config import ConfigError
 
@@ -127,30 +127,6 @@ def test_track_expert_config_is_checked():
         TrackExpertConfig(lookahead=0)
 
 
-def test_the_planners_copy_of_the_car_follows_the_real_one():
-    """The look-ahead simulates a copy of the car in its own world: driven with the same actions,
-    the copy must stay where the environment's car goes (same physics, same state)."""
-    env = make_env(False, pixels=False)
-    expert = TrackFollowingExpert(env, TrackExpertConfig.for_action_space(False))
-    env.reset(seed=300)
-    expert.reset()
-    for _ in range(120):
-        env.step(expert.select_action())
-    planner = _Lookahead(horizon=10)
-    planner.reset(env.unwrapped.track, np.zeros((1, 2)), np.zeros((1, 2)))
-    real = env.unwrapped.car
-    planner._load(real)
-    for t in range(30):
-        a = expert.select_action()
-        for w, w_real in zip(planner.car.wheels, real.wheels):
-            w.tiles = set(w_real.tiles)  # the grip the real wheels have this step
-        env.step(a)
-        planner.step(a)
-    gap = np.linalg.norm(np.array(real.hull.position) - np.array(planner.car.hull.position))
-    assert gap < 0.05, gap
-    assert abs(np.linalg.norm(real.hull.linearVelocity) - np.linalg.norm(planner.car.hull.linearVelocity)) < 0.05
-
-
 def test_planning_config_is_checked():
     with pytest.raises(ConfigError, match="plan_horizon must be 0 or >= 3, and 0 for continuous"):
         TrackExpertConfig(continuous=True, plan_horizon=10)
@@ -248,54 +224,3 @@ def test_the_discrete_expert_brakes_and_coasts_by_its_speed_excess_alone():
     assert np.array_equal(actions == 4, excess > cfg.speed_margin)
     assert np.all((excess[actions == 0] > 0) & (excess[actions == 0] <= cfg.speed_margin))
     assert max(speeds) < cfg.max_speed + cfg.speed_margin + 1.0
-
-
-def test_the_planners_car_steps_as_gymnasiums_car():
-    """_PlannerCar is car_dynamics.Car's physics in scalar Python: driven side by side in two
-    worlds with the same actions, on the road and on the grass, every state stays equal to the bit."""
-    import Box2D
-    from gymnasium.envs.box2d.car_dynamics import Car
-
-    env = make_env(False, pixels=False)
-    env.reset(seed=302)
-    start = env.unwrapped.track[0][1:4]
-    cars = [cls(Box2D.b2World((0, 0)), *start) for cls in (Car, _PlannerCar)]
-    rng, fastest = np.random.default_rng(0), 0.0
-    for t in range(300):
-        action, grass = int(rng.choice(5, p=[0.05, 0.15, 0.15, 0.6, 0.05])), t % 50 > 35
-        for car in cars:
-            for w in car.wheels:
-                w.tiles = set() if grass else _ON_ROAD  # the planner's stand-in for a road tile
-            car.steer(-0.6 * (action == 1) + 0.6 * (action == 2))
-            car.gas(0.2 * (action == 3) + 0.9 * (t % 97 == 0))  # and a push past gas's 0.1-a-step ramp
-            car.brake(0.8 * (action == 4) + 0.9 * (t % 89 == 0))  # and blocked wheels (brake >= 0.9)
-            car.step(1 / 50)
-            car.world.Step(1 / 50, 6 * 30, 2 * 30)
-        a, b = cars
-        for x, y in zip([a.hull, *a.wheels], [b.hull, *b.wheels]):
-            assert (tuple(x.position), x.angle, tuple(x.linearVelocity), x.angularVelocity) == \
-                (tuple(y.position), y.angle, tuple(y.linearVelocity), y.angularVelocity)
-        for x, y in zip(a.wheels, b.wheels):
-            assert (x.omega, x.gas, x.phase, x.joint.angle) == (y.omega, y.gas, y.phase, y.joint.angle)
-        fastest = max(fastest, float(np.linalg.norm(a.hull.linearVelocity)))
-    assert fastest > 10  # it drove (u/s)
-
-
-def test_the_planner_reuses_a_rollout_only_where_the_candidate_drives_it_again():
-    """A candidate whose held actions an earlier rollout of the same step took anyway gets that
-    rollout's score: each score the planner chose by is the one the candidate's own rollout gives."""
-    env = make_env(False, pixels=False)
-    expert = TrackFollowingExpert(env)
-    env.reset(seed=301)
-    expert.reset()
-    planner, reused = expert._planner, 0
-    for _ in range(150):
-        state = (expert._idx, expert._pulse)
-        action = expert.select_action()
-        after = (expert._idx, expert._pulse)
-        for cand, score in planner.last_scores.items():
-            assert planner._rollout(expert, env.unwrapped.car, *cand, state) == pytest.approx(score, abs=1e-3), cand
-        reused += planner.last_driven < len(planner.last_scores)
-        expert._idx, expert._pulse = after
-        env.step(action)
-    assert reused > 20, reused

@@ -70,13 +70,19 @@ def test_bench_writes_a_table_and_json(tmp_path):
     assert 0 <= data["sqrt_recall"][0]["random"] <= 1
 
 
-def test_bench_env_times_both_renderers_on_the_same_frames(tmp_path, capsys):
+def test_bench_env_times_every_part_beside_gymnasiums_step(tmp_path, capsys):
     out = tmp_path / "env.json"
     assert main(["bench", "env", "--steps", "40", "--json", str(out)]) == 0
-    assert "observations differing: 0 of 40" in capsys.readouterr().out
+    assert "observations differing from gymnasium's: 0 of 40" in capsys.readouterr().out
     rows = json.loads(out.read_text())
-    assert [r["env"] for r in rows] == ["gymnasium CarRacing-v3", "nac-drive FastCarRacing"]
-    assert all(r["steps"] == 40 and 0 < r["p50_ms"] <= r["max_ms"] for r in rows)
+    assert [(r["what"], r["name"]) for r in rows][:5] == [
+        ("env.step", "gymnasium CarRacing-v3"), ("env.step", "FastCarRacing, renderer gymnasium"),
+        ("env.step", "FastCarRacing, renderer direct"), ("observation", "gymnasium's drawing"), ("observation", "direct renderer")]
+    assert [r["what"] for r in rows[5:]] == ["planned expert step", "episode", "episode"]
+    assert rows[0]["x_gymnasium"] == 1.0 and all(r["x_gymnasium"] > 0 for r in rows)
+    assert all(r["steps"] == 40 and 0 < r["p50_ms"] <= r["max_ms"] for r in rows[:6])
+    assert max(rows[2]["mean_abs_diff"]) < 2.0  # the direct frames are close to gymnasium's
+    assert all(r["steps"] == 40 and r["episodes_per_minute"] > 0 for r in rows[6:])
 
 
 def test_bench_train_times_both_dropouts_per_head(tmp_path, capsys):

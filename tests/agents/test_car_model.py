@@ -1,0 +1,76 @@
+"""The planner's model of the car follows Box2D's car; its batched rollouts are each candidate's own."""
+
+import numpy as np
+
+from agents.env import make_env
+from agents.experts import car_model
+from agents.experts.track import TrackFollowingExpert
+
+
+def _expert_episode(seed: int, steps: int):
+    env = make_env(False, pixels=False)
+    expert = TrackFollowingExpert(env)
+    env.reset(seed=seed)
+    expert.reset()
+    for _ in range(steps):
+        env.step(expert.select_action())
+    return env, expert
+
+
+def test_the_model_follows_box2ds_car_over_a_rollout():
+    """From states of an expert episode, the model driven with the environment's own actions (the
+    expert's, then random pulses, the grip of the real wheels' tiles) stays within millimetres of
+    the car Box2D moves, for 40 steps each, on the road and off it."""
+    env, expert = _expert_episode(301, 60)
+    real = env.unwrapped.car
+    consts = car_model.car_constants(real)
+    rng = np.random.default_rng(0)
+    gaps, speed_gaps, off_road = [], [], 0
+    for window in range(8):
+        s = car_model.car_state(real, consts)
+        for t in range(40):
+            a = int(expert.select_action()) if window % 2 == 0 else int(rng.choice(5, p=[0.1, 0.25, 0.25, 0.3, 0.1]))
+            on_road = np.array([bool(w.tiles) for w in real.wheels])
+            off_road += not on_road.all()
+            car_model.model_step(s, a, on_road, consts, car_model.WHEEL_ANCHORS)
+            env.step(a)
+        x, y, vx, vy = car_model.hull_pose(s, consts)
+        gaps.append(np.hypot(x - real.hull.position[0], y - real.hull.position[1]))
+        speed_gaps.append(abs(np.hypot(vx, vy) - np.hypot(*real.hull.linearVelocity)))
+        assert abs(s[car_model.JOINT] - real.wheels[0].joint.angle) < 1e-3
+    assert off_road > 0  # the random windows took wheels onto the grass
+    assert np.median(gaps) < 0.01 and max(gaps) < 0.2, gaps
+    assert max(speed_gaps) < 0.1, speed_gaps
+
+
+def test_batched_rollouts_are_each_candidates_own_rollout():
+    """Rolling out every candidate in one call gives each the score and planned wheel angle it gets
+    rolled out alone: the candidates do not share state."""
+    env, expert = _expert_episode(300, 100)
+    planner, real = expert._planner, env.unwrapped.car
+    consts = car_model.car_constants(real)
+    start = car_model.car_state(real, consts)
+    cands = np.array([(3, 1), (1, 1), (2, 1), (4, 1), (3, 3), (3, 6), (1, 4)], dtype=np.int64)
+    args = (consts, car_model.WHEEL_ANCHORS, *planner.line, planner.centre, planner.normal, planner.cfg)
+    tail = (expert._idx, expert._pulse, 40, 3, planner._weights)
+    scores, ahead = car_model.rollouts(start, *args, cands, *tail)
+    for k, cand in enumerate(cands):
+        one, one_ahead = car_model.rollouts(start, *args, cand[None], *tail)
+        assert one[0] == scores[k] and one_ahead[0] == ahead[k]
+    assert np.array_equal(start, car_model.car_state(real, consts))  # the start state is not touched
+    assert len(set(scores.tolist())) > 3  # the candidates drive differently
+    assert 20 < scores.max() < 80  # 40 steps at 25-75 u/s gain 20-60 units along the line, plus 0.3 s of speed
+
+
+def test_the_planned_wheel_angle_is_where_the_wheels_are_three_steps_later():
+    """The expert records the wheel angle its chosen rollout reaches PLAN_AHEAD steps on: driving
+    on, the real wheels reach it (the model's joint is the motor's exact arithmetic)."""
+    env, expert = _expert_episode(302, 50)
+    misses = []
+    for _ in range(50):
+        env.step(int(expert.select_action()))
+        planned = expert.planned_wheel_angle
+        for _ in range(2):  # the expert drives on, mostly as planned
+            env.step(int(expert.select_action()))
+        misses.append(abs(env.unwrapped.car.wheels[0].joint.angle - planned))
+    assert np.median(misses) < 0.05
