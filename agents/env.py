@@ -18,8 +18,8 @@ from nac.config import need
 
 ENV_ID = "CarRacing-v3"  # the environment, as recordings name it
 FAST_ID = "nacdrive/CarRacing-v3"  # the same, drawn faster (FastCarRacing): what make_env builds
-# How FastCarRacing draws its observation: "direct" draws the 96 x 96 frame at three times its size and averages it
-# down (agents.render; close to gymnasium's frame, several times faster); "gymnasium" draws gymnasium's very pixels
+# How FastCarRacing draws its observation: "direct" draws the 96 x 96 frame at six times its size and averages it
+# down (agents.render; close enough to gymnasium's frame that policies trained on either drive alike, several times faster); "gymnasium" draws gymnasium's very pixels
 # (its 1000 x 800 window, smooth-scaled), for evaluating on frames exactly as gymnasium draws them.
 RENDERERS = ("direct", "gymnasium")
 RENDERER = "direct"

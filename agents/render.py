@@ -4,7 +4,7 @@ gymnasium draws every observation on a 1000 x 800 window (road, car, then the in
 and the score in text), flips it and smooth-scales it down to 96 x 96. Most of a step's time goes
 there: ~80 anti-aliased polygons filled at 800 000 pixels, a full-window flip, the font looked
 up and the score rendered anew, and the smooth-scale of the whole window. This draws the same
-scene, in the same order and colours, on a (96 k) x (96 k) surface whose axes are the window's
+scene, in the same order and colours, on a (96 k) x (96 k) surface (k = SCALE) whose axes are the window's
 scaled (x by 96 k / 1000, y by 96 k / 800, the flip folded into the y mapping) and area-averages
 it by k. The instrument strip is the only part drawn at the window's own resolution (1000 x 100
 pixels, with gymnasium's own rounding of its bars and the same cached score text) and
@@ -31,6 +31,9 @@ from pygame import gfxdraw
 FRAME = 96  # CarRacing's observation is FRAME x FRAME x 3 (car_racing.STATE_W, STATE_H)
 STRIP_ROWS = 12  # the instrument strip: the window's last 5/40 of its height, rows 84..95 of the frame
 STRIP_H = cr.WINDOW_H * 5 // 40  # 100 window rows
+SCALE = 6  # the default: at 3 the shipped policies, trained on gymnasium's frames, noticed (their paired returns a
+# tenth of a point lower, P(direct > gymnasium) 0.40 [0.32, 0.47]); at 6 they did not (0.48 [0.41, 0.55];
+# docs/studies/simulator-speed)
 SCALES = (3, 5, 6)  # the multiples k of 96 a frame may be drawn at (the surface is 96 k square): those at which
 # pygame's smooth-scale maps a flat colour as it does from gymnasium's window (2 levels darker; at k = 2, 4, 8 it keeps them)
 
@@ -54,7 +57,7 @@ class DirectRenderer:
     scale: the multiple k of 96 the scene is drawn at before area-averaging (one of SCALES);
     larger is closer to gymnasium's frame and slower (docs/experts.md, "The renderer")."""
 
-    def __init__(self, scale: int = 3) -> None:
+    def __init__(self, scale: int = SCALE) -> None:
         if scale not in SCALES:
             raise ValueError(f"DirectRenderer: scale must be one of {', '.join(map(str, SCALES))} (got {scale})")
         self.scale = scale

@@ -57,7 +57,7 @@ def test_a_finer_scale_is_closer():
     expert = make_expert("track", env)
     expert.reset()
     errors = {3: [], 6: []}
-    renderers = {k: DirectRenderer(k) for k in errors}
+    renderers = {k: DirectRenderer(k) for k in errors}  # the default (6) and the coarsest
     for t in range(120):
         u = env.unwrapped
         action = expert.select_action(obs)
