@@ -21,7 +21,7 @@ from agents.env import EPISODE_STEPS, RENDERER, SELECT_SEED, check_renderer, mak
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
 from agents.executor import ExecutorConfig
-from agents.rollout import EpisodeResult, parallel_map, run_episode, shares, summarize
+from agents.rollout import EpisodeResult, parallel_map, run_episode, run_episodes, shares, summarize
 from nac.checkpoint import load_checkpoint, write_json
 from nac.config import ConfigError, need
 
@@ -39,6 +39,8 @@ class EvaluateConfig:
     perturb: str | None = None  # one perturbation (agents.perturb), e.g. "drop=0.2"; None or "none": clean
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
     renderer: str = RENDERER  # how the frames are drawn (agents.env.RENDERERS): direct, or gymnasium's own pixels
+    batch: int = 5  # a run's clean episodes stepped together in one process, one batched policy forward a step
+    # (perturbed episodes are driven one at a time); each episode is the one it would be alone
 
     def __post_init__(self) -> None:
         need(bool(self.runs), "give at least one run folder")
@@ -46,6 +48,7 @@ class EvaluateConfig:
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
         need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
+        need(self.batch >= 1, f"batch must be >= 1 (got {self.batch})")
         if self.perturb is not None and self.perturb.strip() == perturb.CLEAN:
             self.perturb = None  # "none" names the clean level in a sweep
         if self.perturb is not None:
@@ -111,23 +114,48 @@ class _Timed:
         return action
 
 
-def drive(job: tuple[str, str, str | None, bool, int, str | None, str, int]) -> tuple[str, EpisodeResult, np.ndarray]:
-    """One episode of one run: (run, weights, actions, continuous, max_steps, perturbation, renderer,
-    seed) -> result, step latencies."""
-    path, weights, actions, continuous, max_steps, spec, renderer, seed = job
+def drive(job: tuple[str, str, str | None, bool, int, str | None, str, tuple[int, ...]]) -> list[tuple[str, EpisodeResult, np.ndarray]]:
+    """Episodes of one run, one per seed: (run, weights, actions, continuous, max_steps,
+    perturbation, renderer, seeds) -> [(run, result, step latencies)] in the seeds' order. Clean
+    episodes are stepped together (agents.rollout.run_episodes: one batched forward a step, its
+    time shared by the episodes); under a perturbation each is driven alone, as its frames arrive."""
+    path, weights, actions, continuous, max_steps, spec, renderer, seeds = job
     torch.set_num_threads(1)  # one thread per worker: the latency figures are per CPU thread
-    policy: Any = _policy(path, weights, actions)
-    policy.reset(seed)
-    if spec is not None:
-        policy = perturb.PerturbedPolicy(policy, perturb.parse(spec), continuous)
-        policy.reset(seed)
-    timed = _Timed(policy)
-    env = make_env(continuous, max_steps, renderer=renderer)
+    policy = _policy(path, weights, actions)
+    envs = [make_env(continuous, max_steps, renderer=renderer) for _ in seeds]
     try:
-        result = run_episode(env, timed, seed)
+        if spec is None:
+            ms: list[float] = []
+            timed = _TimedBatch(policy, ms)
+            results = run_episodes(envs, timed, list(seeds))
+            return [(path, r, np.asarray(ms, dtype=np.float32)) for r in results]
+        out = []
+        for env, seed in zip(envs, seeds):
+            policy.reset(seed)
+            perturbed = perturb.PerturbedPolicy(policy, perturb.parse(spec), continuous)
+            perturbed.reset(seed)
+            one = _Timed(perturbed)
+            out.append((path, run_episode(env, one, seed), np.asarray(one.ms, dtype=np.float32)))
+        return out
     finally:
-        env.close()
-    return path, result, np.asarray(timed.ms, dtype=np.float32)
+        for env in envs:
+            env.close()
+
+
+class _TimedBatch:
+    """The policy driving several episodes, each batched step's time over its episodes recorded."""
+
+    def __init__(self, policy: DrivingPolicy, ms: list[float]) -> None:
+        self.policy, self.ms = policy, ms
+
+    def reset_batch(self, seeds: list[int]) -> None:
+        self.policy.reset_batch(seeds)
+
+    def select_actions(self, frames: np.ndarray) -> list[Any]:
+        t0 = time.perf_counter()
+        actions = self.policy.select_actions(frames)
+        self.ms.append((time.perf_counter() - t0) * 1e3 / len(frames))
+        return actions
 
 
 def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: list[np.ndarray]) -> dict[str, Any]:
@@ -164,12 +192,15 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
                 f"seeds {seen[0]}..{seen[-1]} include training episodes of {info.path}; evaluate on seeds no "
                 f"training data came from (--seed-start {max(info.training_seeds) + 1} or higher)"
             )
-    jobs = [(p, cfg.weights, cfg.actions, info.action_space == "continuous", cfg.max_steps, cfg.perturb, cfg.renderer, s) for p, info in infos.items() for s in seeds]
+    group = cfg.batch if cfg.perturb is None else 1
+    jobs = [(p, cfg.weights, cfg.actions, info.action_space == "continuous", cfg.max_steps, cfg.perturb, cfg.renderer, tuple(seeds[k:k + group]))
+            for p, info in infos.items() for k in range(0, len(seeds), group)]
     by_run: dict[str, tuple[list[EpisodeResult], list[np.ndarray]]] = {p: ([], []) for p in infos}
 
-    def keep(out: tuple[str, EpisodeResult, np.ndarray]) -> None:
-        by_run[out[0]][0].append(out[1])
-        by_run[out[0]][1].append(out[2])
+    def keep(outs: list[tuple[str, EpisodeResult, np.ndarray]]) -> None:
+        for path, result, ms in outs:
+            by_run[path][0].append(result)
+            by_run[path][1].append(ms)
 
     def board() -> list[dict[str, Any]]:
         rows = [_row(infos[p], cfg, *by_run[p]) for p in infos if by_run[p][0]]
@@ -178,7 +209,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
     try:
         parallel_map(
             drive, jobs, ExecutorConfig(cfg.workers, cfg.ray), desc="evaluating", on_result=keep,
-            postfix=lambda done: {"mean": f"{np.mean([r[1].episode_return for r in done]):.1f}"},
+            postfix=lambda done: {"mean": f"{np.mean([r[1].episode_return for outs in done for r in outs]):.1f}"},
         )
     except KeyboardInterrupt as exc:
         exc.partial = board()  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -83,7 +83,8 @@ class DrivingPolicy:
     the excess (DrivingNetConfig.wheel_speed "target") is driven on the speed the frame's speed bar
     shows above it (agents.env.frame_speed).
     By default (actions=None) each network gets its own (default_decoder).
-    After each step `last` holds what the network produced (for overlays and analysis).
+    After each step `last` holds what the network produced (for overlays and analysis; of the last
+    episode when several are driven together: reset_batch, select_actions).
     """
 
     def __init__(self, net: DrivingNet, actions: str | None = None, seed: int = 0) -> None:
@@ -110,29 +111,51 @@ class DrivingPolicy:
         return self.cfg.action_space == "continuous"
 
     def reset(self, seed: int | None = None) -> None:
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
+        """A new episode (seed: the "sample" decoder's draws, when given)."""
+        self.reset_batch([seed])
+
+    def reset_batch(self, seeds: Sequence[int | None]) -> None:
+        """len(seeds) episodes driven together, one batched forward a step (select_actions): each
+        episode's streams, decoder and draws are its own, as if it were driven alone."""
+        self._rngs = [self._rng if seed is None else np.random.default_rng(seed) for seed in seeds]
+        self._rng = self._rngs[0]
+        self._batch = len(seeds)
         self._steps = 0
-        self._credit = np.zeros(self.cfg.outputs)  # "diffuse": each action's probability owed
-        self._decoder = WheelDecoder()  # "wheel": the front wheels as the policy's own actions have turned them
-        self._first: tuple[torch.Tensor, torch.Tensor] | None = None  # first frame's features and time
+        self._credit = np.zeros((self._batch, self.cfg.outputs))  # "diffuse": each action's probability owed
+        self._decoders = [WheelDecoder() for _ in seeds]  # "wheel": the front wheels as the policy's own actions have turned them
+        self._first: tuple[torch.Tensor, torch.Tensor] | None = None  # first frame's features (B, F) and times (B,)
         self._recent: deque[tuple[torch.Tensor, torch.Tensor]] = deque(maxlen=self.cfg.span)  # for window()
         # One head stream per phase of the frame stride: stream p sees steps p, p + s, p + 2s, ...
         self._streams: list[Any] = [None] * self.cfg.frame_stride
+
+    @property
+    def _decoder(self) -> WheelDecoder:
+        return self._decoders[0]
 
     @torch.inference_mode()
     def select_action(self, frame: np.ndarray, timestamp: float | None = None) -> Any:
         """frame: the camera image as the environment gives it; timestamp: its time in seconds
         since the episode began (default: step count / 50 FPS)."""
-        return self._act(self.raw_output(frame, timestamp), frame)
+        if self._batch != 1:
+            raise RuntimeError(f"select_action drives one episode; this policy was reset for {self._batch} (use select_actions)")
+        return self._act(self.raw_output(frame[None], timestamp)[0], frame, 0)
 
     @torch.inference_mode()
-    def raw_output(self, frame: np.ndarray, timestamp: float | None = None) -> torch.Tensor:
-        """The network's readout (A,) on this frame, before any decoding; advances the episode by a step."""
+    def select_actions(self, frames: np.ndarray) -> list[Any]:
+        """frames: (B, 96, 96, 3), one per episode of reset_batch, all at the same step -> B actions."""
+        raw = self.raw_output(frames)
+        return [self._act(raw[i], frames[i], i) for i in range(len(frames))]
+
+    @torch.inference_mode()
+    def raw_output(self, frames: np.ndarray, timestamp: float | None = None) -> torch.Tensor:
+        """The network's readout (B, A) on a frame per episode (B, H, W, 3), before any decoding;
+        advances the episodes by a step."""
         t = self._steps / FPS if timestamp is None else float(timestamp)
-        x = torch.as_tensor(np.ascontiguousarray(frame), device=self.device)[None]  # (1, H, W, 3)
-        feat = self.net.encode(x)  # (1, F)
-        t_ = torch.tensor([t], dtype=torch.float32, device=self.device)
+        if len(frames) != self._batch:
+            raise ValueError(f"raw_output: {len(frames)} frames for {self._batch} episodes")
+        x = torch.as_tensor(np.ascontiguousarray(frames), device=self.device)  # (B, H, W, 3)
+        feat = self.net.encode(x)  # (B, F): the CNN gives each frame the same features in a batch as alone
+        t_ = torch.full((self._batch,), t, dtype=torch.float32, device=self.device)
         if self._first is None:
             self._first = (feat, t_)
         self._recent.append((feat, t_))
@@ -140,17 +163,17 @@ class DrivingPolicy:
         head = self.net.head
         if self._streams[phase] is None:
             # Before the episode's first frame, windows repeat it (as datasets.windows does).
-            state = head.init_state(1)
+            state = head.init_state(self._batch)
             f0, t0 = self._first
             for _ in range(self.cfg.window - 1):
                 _, state = head.step(f0, state, self.net.head_time(t0))
             self._streams[phase] = state
         h, self._streams[phase] = head.step(feat, self._streams[phase], self.net.head_time(t_))
         self._steps += 1
-        return self.net.readout(h)[0]  # (A,)
+        return self.net.readout(h)  # (B, A)
 
     def window(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The features (1, W, F) and times (1, W) the head saw at the latest step, as training's
+        """The features (B, W, F) and times (B, W) the head saw at the latest step, as training's
         windows cut them (for overlays and analysis; the stream itself does not need them)."""
         if self._first is None:
             raise RuntimeError("window() needs at least one select_action() since reset()")
@@ -159,9 +182,10 @@ class DrivingPolicy:
         for k in range(self.cfg.window - 1, -1, -1):
             back = k * self.cfg.frame_stride  # steps before the latest
             picks.append(self._recent[n - 1 - back] if back < n and self._steps - 1 - back >= 0 else self._first)
-        return torch.cat([f for f, _ in picks])[None], torch.cat([t for _, t in picks])[None]
+        return torch.stack([f for f, _ in picks], dim=1), torch.stack([t for _, t in picks], dim=1)
 
-    def _act(self, raw: torch.Tensor, frame: np.ndarray) -> Any:
+    def _act(self, raw: torch.Tensor, frame: np.ndarray, i: int) -> Any:
+        """Episode i's action from its readout raw (A,) and its frame."""
         if self.continuous:
             action = self.net.squash(raw).float().cpu().numpy()
             self.last = {"action": action}
@@ -170,17 +194,18 @@ class DrivingPolicy:
             target = WHEEL_LIMIT * float(torch.tanh(raw[0].float()))
             speed = frame_speed(frame) if self.cfg.wheel_speed == "target" else math.nan  # what the speed bar shows
             excess = float(self.cfg.speed_excess(raw[1].double(), speed))
-            action = self._decoder(target, excess)  # the expert's own speed rules, on the excess the network sees
-            self.last = {"action": action, "wheel_target": target, "wheel_aim": self._decoder.aim, "speed_excess": excess,
+            decoder = self._decoders[i]
+            action = decoder(target, excess)  # the expert's own speed rules, on the excess the network sees
+            self.last = {"action": action, "wheel_target": target, "wheel_aim": decoder.aim, "speed_excess": excess,
                          "speed_read": speed, "brake": action == 4}
             return action
         probs = torch.softmax(raw.float(), -1).cpu().numpy().astype(np.float64)
         if self.actions == "sample":
-            action = int(self._rng.choice(len(probs), p=probs / probs.sum()))
+            action = int(self._rngs[i].choice(len(probs), p=probs / probs.sum()))
         elif self.actions == "diffuse":
-            self._credit += probs
-            action = int(self._credit.argmax())
-            self._credit[action] -= 1.0
+            self._credit[i] += probs
+            action = int(self._credit[i].argmax())
+            self._credit[i, action] -= 1.0
         else:
             action = int(probs.argmax())
         self.last = {"action": action, "probs": probs}

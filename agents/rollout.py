@@ -70,6 +70,49 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, observer: Observer | No
     return EpisodeResult(seed, total, steps, finished, u.tile_visited_count / max(1, len(u.track)), skipped_tiles(env), off / steps)
 
 
+class BatchPolicy(Protocol):
+    """A policy that drives several episodes together: reset_batch(seeds), then select_actions(frames (B, ...))."""
+
+    def reset_batch(self, seeds: list[int]) -> None: ...
+
+    def select_actions(self, frames: np.ndarray) -> list[Any]: ...
+
+
+def run_episodes(envs: list[gym.Env], policy: BatchPolicy, seeds: list[int], on_step: Callable[[], None] | None = None) -> list[EpisodeResult]:
+    """Full episodes on `seeds`, one environment each, stepped together: one select_actions call
+    (one batched forward) a step for all of them. An episode that has ended is stepped no more; its
+    last frame stands in for it until all have ended. Each episode is the one run_episode drives
+    alone with the same policy (tests/agents/test_rollout.py). on_step() runs after every batched step."""
+    if len(envs) != len(seeds):
+        raise ValueError(f"run_episodes: {len(envs)} environments for {len(seeds)} seeds")
+    obs = [env.reset(seed=seed)[0] for env, seed in zip(envs, seeds)]
+    policy.reset_batch(seeds)
+    n = len(envs)
+    total, steps, finished, off = [0.0] * n, [0] * n, [False] * n, [0] * n
+    running = [True] * n
+    while any(running):
+        for i in range(n):
+            if running[i]:
+                off[i] += wheels_off_road(envs[i]) > 0
+        actions = policy.select_actions(np.stack(obs))
+        if on_step is not None:
+            on_step()
+        for i, env in enumerate(envs):
+            if not running[i]:
+                continue
+            obs[i], reward, terminated, truncated, info = env.step(actions[i])
+            total[i] += float(reward)
+            steps[i] += 1
+            finished[i] = finished[i] or bool(info.get("lap_finished", False))
+            running[i] = not (terminated or truncated)
+    results = []
+    for i, env in enumerate(envs):
+        u = env.unwrapped
+        results.append(EpisodeResult(seeds[i], total[i], steps[i], finished[i], u.tile_visited_count / max(1, len(u.track)),
+                                     skipped_tiles(env), off[i] / steps[i]))
+    return results
+
+
 def lost_to_skip(lap_finished: bool, tiles_skipped: int) -> bool:
     """An episode whose lap was lost to a skipped tile (it may have reached every other one)."""
     return not lap_finished and tiles_skipped > 0

@@ -302,7 +302,7 @@ def eval_episode(job: tuple[str, bool, int, str | None, int]) -> dict[str, Any]:
     """One held-out episode of one run at one level (a task), driven as the run drives by default
     (agents.policy.default_decoder: argmax, or its own decoder for rate and wheel-angle networks)."""
     path, continuous, max_steps, level, seed = job
-    _, result, ms = drive((path, "best", None, continuous, max_steps, level, RENDERER, seed))
+    [(_, result, ms)] = drive((path, "best", None, continuous, max_steps, level, RENDERER, (seed,)))
     return episode_record(result, float(np.percentile(ms, 50)) if ms.size else None)
 
 

@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample", dest="actions", action="store_const", const="sample", help="the same as --actions sample")
     p.add_argument("--no-expert", action="store_true", help="leave out the expert's reference row")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
+    p.add_argument("--batch", type=positive_int, default=5, help="a run's clean episodes stepped together in one process, one batched "
+                   "policy forward a step (default 5; each episode is the one it would be alone; perturbed ones go one at a time)")
     p.add_argument(
         "--renderer", default="direct", choices=("direct", "gymnasium"),
         help="how the frames are drawn: direct (nac-drive's renderer, the default everywhere) or gymnasium (gymnasium's "
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     configs = [
         EvaluateConfig(
             runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, ray=args.ray, weights=args.weights,
-            actions=args.actions, experts=not args.no_expert, max_steps=args.max_steps, perturb=spec, renderer=args.renderer,
+            actions=args.actions, experts=not args.no_expert, max_steps=args.max_steps, perturb=spec, renderer=args.renderer, batch=args.batch,
         )
         for spec in specs  # all checked before the first episode
     ]

@@ -58,7 +58,7 @@ def test_an_interrupted_evaluation_keeps_the_finished_episodes(two_runs, monkeyp
 
     monkeypatch.setattr(ev, "drive", drive)
     with pytest.raises(KeyboardInterrupt) as exc:
-        evaluate(EvaluateConfig(runs=two_runs, episodes=2, seed_start=500, workers=1, max_steps=30))
+        evaluate(EvaluateConfig(runs=two_runs, episodes=2, seed_start=500, workers=1, max_steps=30, batch=1))
     partial = exc.value.partial
     assert sum(r["episodes"] for r in partial) == 2
 

@@ -1,10 +1,12 @@
-"""Episode statistics: a lap lost to a skipped tile is told apart from one not reached."""
+"""Episode statistics: a lap lost to a skipped tile is told apart from one not reached; episodes
+stepped together are the episodes driven alone."""
 
 import numpy as np
 
 from agents.env import make_env, skipped_tiles
 from agents.experts import make_expert
-from agents.rollout import lost_to_skip, run_episode
+from agents.policy import DrivingPolicy
+from agents.rollout import lost_to_skip, run_episode, run_episodes
 
 
 class Jumping:
@@ -81,3 +83,31 @@ def test_the_off_road_limit_ends_an_episode_once_the_car_has_been_off_it_long_en
     expert_env = OffRoadLimit(make_env(continuous=True, pixels=False), 25)
     result = run_episode(expert_env, make_expert("track", expert_env), seed=3)  # on the road, never cut short
     assert result.lap_finished and result.wheels_off == 0
+
+
+class _Alone:
+    """A DrivingPolicy behind the one-episode contract, reseeded per episode as evaluation does."""
+
+    def __init__(self, policy, seed):
+        self.policy, self.seed = policy, seed
+
+    def reset(self):
+        self.policy.reset(self.seed)
+
+    def select_action(self, obs):
+        return self.policy.select_action(obs)
+
+
+def test_episodes_stepped_together_are_the_episodes_driven_alone():
+    """Three episodes of the shipped NAC policy, one batched forward a step, end exactly as each
+    driven alone: every field of their results (return, length, laps, tiles, wheels off the road)."""
+    import torch
+
+    torch.set_num_threads(1)
+    policy = DrivingPolicy.from_run("agents/pretrained/nac")
+    seeds, limits = [10000, 10001, 10002], [120, 80, 150]  # the second ends first and stands by
+    alone = [run_episode(make_env(True, n), _Alone(policy, s), s) for s, n in zip(seeds, limits)]
+    together = run_episodes([make_env(True, n) for n in limits], policy, seeds)
+    assert together == alone
+    assert [r.length for r in together] == limits
+    assert len({r.episode_return for r in together}) == 3
