@@ -62,7 +62,8 @@ class DirectRenderer:
             raise ValueError(f"DirectRenderer: scale must be one of {', '.join(map(str, SCALES))} (got {scale})")
         self.scale = scale
         side = FRAME * scale
-        self.surf = pygame.Surface((side, side))
+        # the scene above the instrument strip (which is drawn apart): (96 k) x (84 k) pixels
+        self.surf = pygame.Surface((side, (FRAME - STRIP_ROWS) * scale))
         self.strip = pygame.Surface((cr.WINDOW_W, STRIP_H))
         self.fx = side / cr.WINDOW_W  # surface pixels per window pixel, across
         self.fy = side / cr.WINDOW_H  # and down
@@ -122,10 +123,11 @@ class DirectRenderer:
     def _fill_background(self, env: cr.CarRacing, m: np.ndarray, b: np.ndarray) -> None:
         """The playfield's colour, and black beyond it (seen while the opening zoom is wide, or near
         the playfield's edge), as gymnasium's first polygon draws them."""
-        surf, side, lim = self.surf, self.surf.get_width(), cr.PLAYFIELD
+        surf, lim = self.surf, cr.PLAYFIELD
+        w, h = surf.get_size()
         bg = [int(c) for c in env.bg_color]
         inv = np.linalg.inv(m)
-        corners = (np.array([[0, 0], [side, 0], [0, side], [side, side]], dtype=np.float64) - b) @ inv.T  # (4, 2) world
+        corners = (np.array([[0, 0], [w, 0], [0, h], [w, h]], dtype=np.float64) - b) @ inv.T  # (4, 2) world
         if np.abs(corners).max() <= lim:  # the playfield fills the view (the usual case)
             surf.fill(bg)
             return
@@ -136,14 +138,15 @@ class DirectRenderer:
 
     def frame(self, env: cr.CarRacing) -> np.ndarray:
         """The observation of env's present state: (96, 96, 3) uint8."""
-        surf, side = self.surf, self.surf.get_width()
+        surf = self.surf
+        size = np.array(surf.get_size(), dtype=np.float64)  # (width, height)
         m, b = self._view(env)
         self._fill_background(env, m, b)
 
         verts, centre, radius, colours = self._road_shapes(env)
         c = centre @ m.T + b  # (N, 2) each polygon's centre on the surface
         reach = radius * np.abs(m).sum(axis=1).max() + 1  # (N,) how far its vertices may lie from it, in pixels
-        seen = np.flatnonzero((np.abs(c - side / 2) <= side / 2 + reach[:, None]).all(axis=1))
+        seen = np.flatnonzero((np.abs(c - size / 2) <= size / 2 + reach[:, None]).all(axis=1))
         pix = (verts[seen] @ m.T + b).tolist()  # (n, 4, 2) surface pixels of those that may show
         grass = [int(v) for v in env.grass_color]
         for i, poly in zip(seen.tolist(), pix):
@@ -167,9 +170,8 @@ class DirectRenderer:
                 pts = np.stack([cw * stripe[:, 0] - sw * stripe[:, 1], sw * stripe[:, 0] + cw * stripe[:, 1]], axis=1) + pose[k, :2]
                 pygame.draw.polygon(surf, car_dynamics.WHEEL_WHITE, (pts @ m.T + b).tolist())
 
-        out = _pixels(pygame.transform.smoothscale(surf, (FRAME, FRAME)))  # an area average over k x k pixels
-        out[FRAME - STRIP_ROWS:] = self._strip(env)
-        return out
+        scene = _pixels(pygame.transform.smoothscale(surf, (FRAME, FRAME - STRIP_ROWS)))  # an area average over k x k pixels
+        return np.concatenate([scene, self._strip(env)])  # (96, 96, 3)
 
     # -- the instrument strip ----------------------------------------------------------------
     def _strip(self, env: cr.CarRacing) -> np.ndarray:
