@@ -4,17 +4,17 @@ gymnasium draws every observation on a 1000 x 800 window (road, car, then the in
 and the score in text), flips it and smooth-scales it down to 96 x 96. Most of a step's time goes
 there: ~80 anti-aliased polygons filled at 800 000 pixels, a full-window flip, the font looked
 up and the score rendered anew, and the smooth-scale of the whole window. This draws the same
-scene, in the same order and colours, on a (96 k) x (96 k) surface (k = SCALE) whose axes are the window's
-scaled (x by 96 k / 1000, y by 96 k / 800, the flip folded into the y mapping) and area-averages
-it by k. The instrument strip is the only part drawn at the window's own resolution (1000 x 100
+scene above the instrument strip, in the same order and colours, on a (96 k) x (84 k) surface
+(k = SCALE) whose axes are the window's scaled (x by 96 k / 1000, y by 96 k / 800, the flip folded
+into the y mapping) and area-averages it by k. The instrument strip is the only part drawn at the window's own resolution (1000 x 100
 pixels, with gymnasium's own rounding of its bars and the same cached score text) and
 smooth-scaled to the frame's last 12 rows exactly as gymnasium scales it, because policies read
 the speed bar (agents.env.frame_speed). Written here: gymnasium offers no other renderer, and no
 library draws CarRacing's scene.
 
 The frames are not bit-identical to gymnasium's (polygon edges are rasterised on a coarser grid);
-how far they differ, and whether policies trained on gymnasium's frames notice, is measured by
-`nacdrive bench render` (docs/experts.md, "The renderer").
+how far they differ is measured by `nacdrive bench env`, and whether policies trained on
+gymnasium's frames notice in docs/studies/simulator-speed.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ STRIP_H = cr.WINDOW_H * 5 // 40  # 100 window rows
 SCALE = 6  # the default: at 3 the shipped policies, trained on gymnasium's frames, noticed (their paired returns a
 # tenth of a point lower, P(direct > gymnasium) 0.40 [0.32, 0.47]); at 6 they did not (0.48 [0.41, 0.55];
 # docs/studies/simulator-speed)
-SCALES = (3, 5, 6)  # the multiples k of 96 a frame may be drawn at (the surface is 96 k square): those at which
+SCALES = (3, 5, 6)  # the multiples k a frame may be drawn at: those at which
 # pygame's smooth-scale maps a flat colour as it does from gymnasium's window (2 levels darker; at k = 2, 4, 8 it keeps them)
 
 
@@ -55,7 +55,7 @@ class DirectRenderer:
     """Draws a CarRacing env's observation from its state: `frame(env)` -> (96, 96, 3) uint8.
 
     scale: the multiple k of 96 the scene is drawn at before area-averaging (one of SCALES);
-    larger is closer to gymnasium's frame and slower (docs/experts.md, "The renderer")."""
+    larger is closer to gymnasium's frame and slower (docs/studies/simulator-speed)."""
 
     def __init__(self, scale: int = SCALE) -> None:
         if scale not in SCALES:
