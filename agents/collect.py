@@ -12,7 +12,7 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from agents.env import ACTIONS, ENV_ID, EPISODE_STEPS, FPS, STATE_FIELDS, car_state, make_env
+from agents.env import ACTIONS, EPISODE_STEPS, FAST_ID, FPS, RENDERER, STATE_FIELDS, car_state, make_env
 from agents.experts import check_expert, make_expert
 from agents.executor import ExecutorConfig
 from agents.rollout import EpisodeResult, parallel_map, run_episode
@@ -163,8 +163,9 @@ def demo_header(expert_name: str, continuous: bool, max_steps: int = EPISODE_STE
     expert = make_expert(expert_name, env, model)
     env.close()
     return {
-        "env_id": ENV_ID,
-        "env_kwargs": {"continuous": continuous, "max_episode_steps": max_steps},
+        # the frames are FastCarRacing's (CarRacing-v3 drawn by its renderer): gym.make(env_id, **env_kwargs) remakes them
+        "env_id": FAST_ID,
+        "env_kwargs": {"continuous": continuous, "max_episode_steps": max_steps, "renderer": RENDERER},
         "action_space": "continuous" if continuous else "discrete",
         "action_names": ["steer", "gas", "brake"] if continuous else list(ACTIONS),
         "frame_rate": FPS,

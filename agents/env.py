@@ -16,8 +16,8 @@ from pygame import gfxdraw
 from agents.render import DirectRenderer
 from nac.config import need
 
-ENV_ID = "CarRacing-v3"  # the environment, as recordings name it
-FAST_ID = "nacdrive/CarRacing-v3"  # the same, drawn faster (FastCarRacing): what make_env builds
+ENV_ID = "CarRacing-v3"  # gymnasium's environment
+FAST_ID = "nacdrive/CarRacing-v3"  # the same, drawn faster (FastCarRacing): what make_env builds and recordings name
 # How FastCarRacing draws its observation: "direct" draws the 96 x 96 frame at six times its size and averages it
 # down (agents.render; close enough to gymnasium's frame that policies trained on either drive alike, several times faster); "gymnasium" draws gymnasium's very pixels
 # (its 1000 x 800 window, smooth-scaled), for evaluating on frames exactly as gymnasium draws them.
@@ -158,7 +158,7 @@ class FastCarRacing(CarRacing):
             gfxdraw.filled_polygon(self.surf, poly, colour)
 
 
-gym.register(FAST_ID, entry_point=FastCarRacing, max_episode_steps=EPISODE_STEPS)
+gym.register(FAST_ID, entry_point="agents.env:FastCarRacing", max_episode_steps=EPISODE_STEPS)  # a string: specs are serialised (Minari)
 
 
 class _NoPixelsCarRacing(FastCarRacing):

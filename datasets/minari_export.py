@@ -24,7 +24,7 @@ from datasets.demos import DataError, DemoSet, Episode, read_episode
 
 def default_dataset_id(demos: DemoSet) -> str:
     """nacdrive/<env>-<expert>-<action space>-v0, e.g. nacdrive/CarRacing-track-discrete-v0."""
-    env = str(demos.manifest.get("env_id", "env")).split("-v")[0]
+    env = str(demos.manifest.get("env_id", "env")).split("/")[-1].split("-v")[0]
     expert = demos.manifest.get("expert", {}).get("name", "expert")
     return f"nacdrive/{env}-{expert}-{demos.manifest.get('action_space', 'actions')}-v0"
 

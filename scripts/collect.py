@@ -100,6 +100,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 def run_export_minari(args: argparse.Namespace) -> int:
     from datasets.demos import DemoSet
+    import agents.env  # noqa: F401  registers nacdrive/CarRacing-v3, the environment recordings name
     from datasets.minari_export import export_minari
 
     out = export_minari(DemoSet(args.data), args.dataset_id, args.root)

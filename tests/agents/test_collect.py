@@ -37,7 +37,8 @@ def test_collect_records_frames_actions_and_privileged_state(tmp_path):
     excess = ep.state[:, 7]
     assert np.isfinite(excess).all() and (ep.state[:, 3] - excess >= 20.0 - 1e-3).all()
     m = demos.manifest
-    assert m["env_id"] == "CarRacing-v3" and m["action_space"] == "discrete"
+    assert m["env_id"] == "nacdrive/CarRacing-v3" and m["action_space"] == "discrete"
+    assert m["env_kwargs"] == {"continuous": False, "max_episode_steps": 40, "renderer": "direct"}
     assert m["expert"]["name"] == "track" and "lookahead" in m["expert"]["config"]
     assert {"python", "gymnasium", "numpy"} <= set(m["software"])
     assert [e["seed"] for e in m["episodes"]] == [0, 1]

@@ -20,9 +20,10 @@ def recorded(tmp_path_factory):
 
 
 def test_the_recording_keeps_the_frame_after_the_last_step(recorded):
-    """Replaying an episode's seed and actions gives, after the last action, the kept final frame."""
+    """Replaying an episode's seed and actions in the environment the manifest names gives, after
+    the last action, the kept final frame."""
     ep = read_episode(recorded.dir / recorded.episodes[0]["file"])
-    env = gym.make("CarRacing-v3", continuous=False, max_episode_steps=20)
+    env = gym.make(recorded.manifest["env_id"], **recorded.manifest["env_kwargs"])
     obs, _ = env.reset(seed=ep.seed)
     assert np.array_equal(obs, ep.frames[0])
     for a in ep.actions:
@@ -36,7 +37,7 @@ def test_minari_reads_back_every_frame_action_and_flag(recorded, tmp_path, monke
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     data = minari.load_dataset("test/carracing-v1")
     assert data.total_episodes == 2 and data.total_steps == 40
-    assert data.env_spec.id == "CarRacing-v3" and data.env_spec.kwargs["continuous"] is False
+    assert data.env_spec.id == "nacdrive/CarRacing-v3" and data.env_spec.kwargs["continuous"] is False
     assert data.env_spec.max_episode_steps == 20
     for entry, got in zip(recorded.episodes, data.iterate_episodes()):
         ep = read_episode(recorded.dir / entry["file"])
