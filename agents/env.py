@@ -19,8 +19,8 @@ from nac.config import need
 ENV_ID = "CarRacing-v3"  # gymnasium's environment
 FAST_ID = "nacdrive/CarRacing-v3"  # the same, drawn faster (FastCarRacing): what make_env builds and recordings name
 # How FastCarRacing draws its observation: "direct" draws the 96 x 96 frame at six times its size and averages it
-# down (agents.render; close enough to gymnasium's frame that policies trained on either drive alike, several times faster); "gymnasium" draws gymnasium's very pixels
-# (its 1000 x 800 window, smooth-scaled), for evaluating on frames exactly as gymnasium draws them.
+# down (agents.render: several times faster, and close enough to gymnasium's frame that policies trained on either
+# drive alike); "gymnasium" draws gymnasium's very pixels (its 1000 x 800 window, smooth-scaled).
 RENDERERS = ("direct", "gymnasium")
 RENDERER = "direct"
 FPS = 50  # CarRacing's physics and frame rate (gymnasium.envs.box2d.car_racing.FPS)
@@ -109,7 +109,7 @@ class FastCarRacing(CarRacing):
     polygons in view with the same gfxdraw calls, in the same order, from the same float
     coordinates (the rotation's cosine and sine are pygame's own, so its special cases at right
     angles carry over): tests/agents/test_env.py checks the frames equal gymnasium's bit for bit.
-    Written here because gymnasium offers no faster renderer; the env's id stays CarRacing-v3."""
+    Written here because gymnasium offers no faster renderer."""
 
     def __init__(self, *args, renderer: str = RENDERER, **kwargs) -> None:
         check_renderer(renderer)
