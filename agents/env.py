@@ -13,7 +13,7 @@ from gymnasium.envs.box2d.car_racing import CarRacing
 from gymnasium.wrappers import TimeLimit
 from pygame import gfxdraw
 
-from agents.render import DirectRenderer
+from agents.render import DirectRenderer, road_polygons
 from nac.config import need
 
 ENV_ID = "CarRacing-v3"  # gymnasium's environment
@@ -127,16 +127,9 @@ class FastCarRacing(CarRacing):
         return super().reset(*args, **kwargs)
 
     def _shapes(self) -> tuple[np.ndarray, list]:
-        """Every polygon _render_road draws after the background, in its order: (N, 4, 2) vertices
-        and each one's colour (the road tiles' colour objects are CarRacing's own, which it
-        changes in place when a tile is first touched, so colours are read at each frame)."""
+        """agents.render.road_polygons of the present track, built at its first frame."""
         if getattr(self, "_road_shapes", None) is None:
-            g = car_racing.GRASS_DIM
-            grass = [[(g * x + g, g * y), (g * x, g * y), (g * x, g * y + g), (g * x + g, g * y + g)]
-                     for x in range(-20, 20, 2) for y in range(-20, 20, 2)]
-            road = [[(p[0], p[1]) for p in poly] for poly, _ in self.road_poly]
-            colours = [None] * len(grass) + [c for _, c in self.road_poly]
-            self._road_shapes = (np.array(grass + road, dtype=np.float64), colours)
+            self._road_shapes = road_polygons(self)
         return self._road_shapes
 
     def _render_road(self, zoom, translation, angle):  # type: ignore[override]

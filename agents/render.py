@@ -38,6 +38,18 @@ SCALES = (3, 5, 6)  # the multiples k a frame may be drawn at: those at which
 # pygame's smooth-scale maps a flat colour as it does from gymnasium's window (2 levels darker; at k = 2, 4, 8 it keeps them)
 
 
+def road_polygons(env: cr.CarRacing) -> tuple[np.ndarray, list]:
+    """Every polygon gymnasium's _render_road draws after the background, in its order (the grass
+    squares, then the road tiles): (N, 4, 2) world vertices, and each one's colour (None: the grass
+    colour; the road tiles' colour arrays are CarRacing's own, which it changes in place when a tile
+    is first touched, so they are read at each frame)."""
+    g = cr.GRASS_DIM
+    grass = [[(g * x + g, g * y), (g * x, g * y), (g * x, g * y + g), (g * x + g, g * y + g)]
+             for x in range(-20, 20, 2) for y in range(-20, 20, 2)]
+    road = [[(p[0], p[1]) for p in poly] for poly, _ in env.road_poly]
+    return np.array(grass + road, dtype=np.float64), [None] * len(grass) + [c for _, c in env.road_poly]
+
+
 @lru_cache(maxsize=1)
 def _font() -> pygame.font.Font:
     pygame.font.init()
@@ -74,19 +86,13 @@ class DirectRenderer:
 
     # -- the scene ---------------------------------------------------------------------------
     def _road_shapes(self, env: cr.CarRacing) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
-        """The grass squares then the road tiles, as gymnasium's _render_road draws them: (N, 4, 2)
-        world vertices, each polygon's centre (N, 2) and the distance (N,) from it to its farthest
-        vertex, and each one's colour (None: the grass colour; the road tiles' colour arrays are
-        CarRacing's own, which it changes in place when a tile is first touched)."""
+        """road_polygons(env), with each polygon's centre (N, 2) and the distance (N,) from it to its
+        farthest vertex (which polygons may show)."""
         if self._shapes is None or self._track is not env.road_poly:
-            g = cr.GRASS_DIM
-            grass = [[(g * x + g, g * y), (g * x, g * y), (g * x, g * y + g), (g * x + g, g * y + g)]
-                     for x in range(-20, 20, 2) for y in range(-20, 20, 2)]
-            road = [[(p[0], p[1]) for p in poly] for poly, _ in env.road_poly]
-            verts = np.array(grass + road, dtype=np.float64)
+            verts, colours = road_polygons(env)
             centre = verts.mean(axis=1)
             radius = np.linalg.norm(verts - centre[:, None], axis=2).max(axis=1)
-            self._shapes = (verts, centre, radius, [None] * len(grass) + [c for _, c in env.road_poly])
+            self._shapes = (verts, centre, radius, colours)
             self._track = env.road_poly
         return self._shapes
 

@@ -66,6 +66,11 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, observer: Observer | No
         finished = finished or bool(info.get("lap_finished", False))
         if terminated or truncated:
             break
+    return _result(env, seed, total, steps, finished, off)
+
+
+def _result(env: gym.Env, seed: int, total: float, steps: int, finished: bool, off: int) -> EpisodeResult:
+    """An ended episode's result: its sums, and the tiles as the environment holds them."""
     u = env.unwrapped
     return EpisodeResult(seed, total, steps, finished, u.tile_visited_count / max(1, len(u.track)), skipped_tiles(env), off / steps)
 
@@ -78,11 +83,11 @@ class BatchPolicy(Protocol):
     def select_actions(self, frames: np.ndarray) -> list[Any]: ...
 
 
-def run_episodes(envs: list[gym.Env], policy: BatchPolicy, seeds: list[int], on_step: Callable[[], None] | None = None) -> list[EpisodeResult]:
+def run_episodes(envs: list[gym.Env], policy: BatchPolicy, seeds: list[int]) -> list[EpisodeResult]:
     """Full episodes on `seeds`, one environment each, stepped together: one select_actions call
     (one batched forward) a step for all of them. An episode that has ended is stepped no more; its
     last frame stands in for it until all have ended. Each episode is the one run_episode drives
-    alone with the same policy (tests/agents/test_rollout.py). on_step() runs after every batched step."""
+    alone with the same policy (tests/agents/test_rollout.py)."""
     if len(envs) != len(seeds):
         raise ValueError(f"run_episodes: {len(envs)} environments for {len(seeds)} seeds")
     obs = [env.reset(seed=seed)[0] for env, seed in zip(envs, seeds)]
@@ -95,8 +100,6 @@ def run_episodes(envs: list[gym.Env], policy: BatchPolicy, seeds: list[int], on_
             if running[i]:
                 off[i] += wheels_off_road(envs[i]) > 0
         actions = policy.select_actions(np.stack(obs))
-        if on_step is not None:
-            on_step()
         for i, env in enumerate(envs):
             if not running[i]:
                 continue
@@ -105,12 +108,7 @@ def run_episodes(envs: list[gym.Env], policy: BatchPolicy, seeds: list[int], on_
             steps[i] += 1
             finished[i] = finished[i] or bool(info.get("lap_finished", False))
             running[i] = not (terminated or truncated)
-    results = []
-    for i, env in enumerate(envs):
-        u = env.unwrapped
-        results.append(EpisodeResult(seeds[i], total[i], steps[i], finished[i], u.tile_visited_count / max(1, len(u.track)),
-                                     skipped_tiles(env), off[i] / steps[i]))
-    return results
+    return [_result(env, seeds[i], total[i], steps[i], finished[i], off[i]) for i, env in enumerate(envs)]
 
 
 def lost_to_skip(lap_finished: bool, tiles_skipped: int) -> bool:

@@ -298,7 +298,6 @@ class _Lookahead:
         scores, ahead = car_model.rollouts(
             car_model.car_state(real, self._consts), self._consts, car_model.WHEEL_ANCHORS, *self.line, self.centre,
             self.normal, self.cfg, np.array(cands, dtype=np.int64), idx, pulse, self.horizon, PLAN_AHEAD, self._weights)
-        self.last_scores = dict(zip(cands, scores.tolist()))  # for tests and analysis
         best = int(np.argmax(scores))  # the first of equal scores, the expert's own action first
         if scores[best] > scores[0] + self.MARGIN:
             action = cands[best][0]

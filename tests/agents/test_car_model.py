@@ -74,3 +74,23 @@ def test_the_planned_wheel_angle_is_where_the_wheels_are_three_steps_later():
             env.step(int(expert.select_action()))
         misses.append(abs(env.unwrapped.car.wheels[0].joint.angle - planned))
     assert np.median(misses) < 0.05
+
+
+def test_the_compiled_rule_is_the_experts_rule():
+    """car_model.base_action is TrackFollowingExpert._base_action rewritten for the compiled rollouts:
+    on the states of an expert episode, read into the model, it takes the expert's action, line
+    index and pulse (on all but a step or two, where the model's hull velocity, derived from the
+    rigid car, puts a speed within a hair of a threshold)."""
+    env, expert = _expert_episode(303, 0)
+    real, planner = env.unwrapped.car, expert._planner
+    consts = car_model.car_constants(real)
+    same = steps = 0
+    for _ in range(400):
+        idx, pulse = expert._idx, expert._pulse
+        compiled = car_model.base_action(car_model.car_state(real, consts), consts, *planner.line, planner.cfg, idx, pulse)
+        ours = (int(expert._base_action(real)), expert._idx, expert._pulse)
+        expert._idx, expert._pulse = idx, pulse
+        same += tuple(int(v) for v in compiled) == ours
+        steps += 1
+        env.step(int(expert.select_action()))
+    assert same >= steps - 2, f"{same} of {steps}"
