@@ -13,7 +13,8 @@ from gymnasium.envs.box2d.car_racing import CarRacing
 from gymnasium.wrappers import TimeLimit
 from pygame import gfxdraw
 
-from agents.render import DirectRenderer, road_polygons
+from agents.render import DirectRenderer, blit_array, draw_scenario, road_polygons, view
+from agents.scenarios import CLEAN, Scenario
 from nac.config import need
 
 ENV_ID = "CarRacing-v3"  # gymnasium's environment
@@ -111,9 +112,12 @@ class FastCarRacing(CarRacing):
     angles carry over): tests/agents/test_env.py checks the frames equal gymnasium's bit for bit.
     Written here because gymnasium offers no faster renderer."""
 
-    def __init__(self, *args, renderer: str = RENDERER, **kwargs) -> None:
+    def __init__(self, *args, renderer: str = RENDERER, scenario: str = CLEAN, **kwargs) -> None:
         check_renderer(renderer)
-        super().__init__(*args, **kwargs)
+        if kwargs.pop("domain_randomize", False):  # gymnasium's own flag names the scenario too
+            scenario = "domain-randomize"
+        self.scenario = Scenario(scenario)  # agents.scenarios: what the frames show, drawn by either renderer
+        super().__init__(*args, domain_randomize=scenario == "domain-randomize", **kwargs)
         self.renderer = renderer
         self._direct = DirectRenderer() if renderer == "direct" else None
 
@@ -122,9 +126,10 @@ class FastCarRacing(CarRacing):
             return self._direct.frame(self)
         return super()._render(mode)
 
-    def reset(self, *args, **kwargs):  # type: ignore[override]
+    def reset(self, *, seed: int | None = None, options: dict | None = None):  # type: ignore[override]
         self._road_shapes: tuple[np.ndarray, list] | None = None  # the new track's, built at the first frame
-        return super().reset(*args, **kwargs)
+        self.scenario.reset(self, seed)
+        return super().reset(seed=seed, options=options)
 
     def _shapes(self) -> tuple[np.ndarray, list]:
         """agents.render.road_polygons of the present track, built at its first frame."""
@@ -133,9 +138,13 @@ class FastCarRacing(CarRacing):
         return self._road_shapes
 
     def _render_road(self, zoom, translation, angle):  # type: ignore[override]
-        b = car_racing.PLAYFIELD
-        field = [(b, b), (b, -b), (-b, -b), (-b, b)]
-        self._draw_colored_polygon(self.surf, field, self.bg_color, zoom, translation, angle, clip=False)
+        noise = self.scenario.background(car_racing.WINDOW_W, car_racing.WINDOW_H, *view(self))
+        if noise is None:
+            b = car_racing.PLAYFIELD
+            field = [(b, b), (b, -b), (-b, -b), (-b, b)]
+            self._draw_colored_polygon(self.surf, field, self.bg_color, zoom, translation, angle, clip=False)
+        else:  # drawn as the window shows it, and this surface is flipped after
+            blit_array(self.surf, noise[::-1])
         verts, colours = self._shapes()  # every road polygon of CarRacing-v3 is a quadrilateral
         cos, sin = pygame.math.Vector2(1.0, 0.0).rotate_rad(angle)  # exactly the factors Vector2.rotate_rad uses
         x, y = verts[..., 0], verts[..., 1]
@@ -145,10 +154,17 @@ class FastCarRacing(CarRacing):
         near = (px >= -m) & (px <= car_racing.WINDOW_W + m) & (py >= -m) & (py <= car_racing.WINDOW_H + m)
         for i in np.flatnonzero(near.any(axis=1)):
             c = colours[i]
+            if c is None and not self.scenario.grass_squares:
+                continue
             colour = self.grass_color if c is None else [int(v) for v in c]
             poly = list(zip(px[i].tolist(), py[i].tolist()))
             gfxdraw.aapolygon(self.surf, poly, colour)
             gfxdraw.filled_polygon(self.surf, poly, colour)
+
+
+    def _render_indicators(self, W, H):  # type: ignore[override]
+        super()._render_indicators(W, H)
+        draw_scenario(self.surf, self, *view(self), H - H * 5 // 40)  # on the flipped window, the strip not yet drawn over
 
 
 gym.register(FAST_ID, entry_point="agents.env:FastCarRacing", max_episode_steps=EPISODE_STEPS)  # a string: specs are serialised (Minari)
@@ -167,12 +183,13 @@ class _NoPixelsCarRacing(FastCarRacing):
         return super()._render(mode)
 
 
-def make_env(continuous: bool = False, max_steps: int = EPISODE_STEPS, pixels: bool = True, renderer: str = RENDERER) -> gym.Env:
+def make_env(continuous: bool = False, max_steps: int = EPISODE_STEPS, pixels: bool = True, renderer: str = RENDERER,
+             scenario: str = CLEAN) -> gym.Env:
     """CarRacing-v3 with the given action space, ending after max_steps steps, its frames drawn by
-    `renderer` (RENDERERS)."""
+    `renderer` (RENDERERS) in `scenario` (agents.scenarios.SCENARIOS)."""
     if pixels:
-        return gym.make(FAST_ID, continuous=continuous, max_episode_steps=max_steps, renderer=renderer)
-    return TimeLimit(_NoPixelsCarRacing(continuous=continuous), max_episode_steps=max_steps)
+        return gym.make(FAST_ID, continuous=continuous, max_episode_steps=max_steps, renderer=renderer, scenario=scenario)
+    return TimeLimit(_NoPixelsCarRacing(continuous=continuous, scenario=scenario), max_episode_steps=max_steps)
 
 
 def wheels_off_road(env: gym.Env) -> int:

@@ -11,12 +11,12 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from agents import perturb
+from agents import perturb, scenarios
 from agents.env import EPISODE_STEPS, RENDERER, SELECT_SEED, check_renderer, make_env
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
@@ -39,12 +39,14 @@ class EvaluateConfig:
     perturb: str | None = None  # one perturbation (agents.perturb), e.g. "drop=0.2"; None or "none": clean
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
     renderer: str = RENDERER  # how the frames are drawn (agents.env.RENDERERS): direct, or gymnasium's own pixels
+    scenario: str = scenarios.CLEAN  # what the frames show (agents.scenarios.SCENARIOS): a generalization test, or clean
     batch: int = 5  # a run's clean episodes stepped together in one process, one batched policy forward a step
     # (perturbed episodes are driven one at a time); each episode is the one it would be alone
 
     def __post_init__(self) -> None:
         need(bool(self.runs), "give at least one run folder")
         check_renderer(self.renderer)
+        scenarios.check_scenario(self.scenario)
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
         need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
@@ -114,15 +116,29 @@ class _Timed:
         return action
 
 
-def drive(job: tuple[str, str, str | None, bool, int, str | None, str, tuple[int, ...]]) -> list[tuple[str, EpisodeResult, np.ndarray]]:
-    """Episodes of one run, one per seed: (run, weights, actions, continuous, max_steps,
-    perturbation, renderer, seeds) -> [(run, result, step latencies)] in the seeds' order. Clean
-    episodes are stepped together (agents.rollout.run_episodes: one batched forward a step, its
-    time shared by the episodes); under a perturbation each is driven alone, as its frames arrive."""
-    path, weights, actions, continuous, max_steps, spec, renderer, seeds = job
+class DriveJob(NamedTuple):
+    """Episodes of one run to drive in one process (a task of `drive`)."""
+
+    path: str  # the run folder
+    weights: str  # best or last
+    actions: str | None  # discrete actions' decoder; None: the run's own
+    continuous: bool
+    max_steps: int
+    perturbation: str | None  # agents.perturb; None: none
+    renderer: str  # agents.env.RENDERERS
+    scenario: str  # agents.scenarios.SCENARIOS
+    seeds: tuple[int, ...]
+
+
+def drive(job: DriveJob) -> list[tuple[str, EpisodeResult, np.ndarray]]:
+    """Episodes of one run, one per seed -> [(run, result, step latencies)] in the seeds' order.
+    Unperturbed episodes are stepped together (agents.rollout.run_episodes: one batched forward a
+    step, its time shared by the episodes); under a perturbation each is driven alone, as its
+    frames arrive."""
+    path, weights, actions, continuous, max_steps, spec, renderer, scenario, seeds = job
     torch.set_num_threads(1)  # one thread per worker: the latency figures are per CPU thread
     policy = _policy(path, weights, actions)
-    envs = [make_env(continuous, max_steps, renderer=renderer) for _ in seeds]
+    envs = [make_env(continuous, max_steps, renderer=renderer, scenario=scenario) for _ in seeds]
     try:
         if spec is None:
             ms: list[float] = []
@@ -168,6 +184,7 @@ def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: l
         "weights": cfg.weights,
         "actions": "mean" if info.action_space == "continuous" else cfg.actions or info.decoder,
         "perturbation": cfg.perturb or perturb.CLEAN,
+        "scenario": cfg.scenario,
         **summarize(r.episode_return for r in results),
         **shares(results),
         "latency_p50_ms": float(np.percentile(lat, 50)) if lat.size else None,
@@ -193,7 +210,8 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
                 f"training data came from (--seed-start {max(info.training_seeds) + 1} or higher)"
             )
     group = cfg.batch if cfg.perturb is None else 1
-    jobs = [(p, cfg.weights, cfg.actions, info.action_space == "continuous", cfg.max_steps, cfg.perturb, cfg.renderer, tuple(seeds[k:k + group]))
+    jobs = [DriveJob(p, cfg.weights, cfg.actions, info.action_space == "continuous", cfg.max_steps, cfg.perturb, cfg.renderer, cfg.scenario,
+                     tuple(seeds[k:k + group]))
             for p, info in infos.items() for k in range(0, len(seeds), group)]
     by_run: dict[str, tuple[list[EpisodeResult], list[np.ndarray]]] = {p: ([], []) for p in infos}
 
@@ -220,11 +238,12 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
             r = evaluate_expert(
                 ExpertEvalConfig(
                     continuous=space == "continuous", episodes=cfg.episodes, seed_start=cfg.seed_start,
-                    workers=cfg.workers, ray=cfg.ray, max_steps=cfg.max_steps,
+                    workers=cfg.workers, ray=cfg.ray, max_steps=cfg.max_steps, scenario=cfg.scenario,
                 )
             )
             rows.append({
                 "run": f"expert:track ({space})", "head": "-", "action_space": space, "weights": "-", "actions": "-",
+                "perturbation": perturb.CLEAN, "scenario": cfg.scenario,
                 **{k: r[k] for k in r if k not in ("config", "episodes_detail", "expert")},
                 "latency_p50_ms": None, "latency_p99_ms": None, "val_accuracy": None, "reference": True,
             })
@@ -259,8 +278,8 @@ def write_leaderboard(rows: list[dict[str, Any]], path: str | Path) -> None:
 
 def robustness_points(rows: list[dict[str, Any]]) -> dict[str, dict[str, list[tuple[float, float, float, float]]]]:
     """{kind: {run: [(level, mean, ci95 low, ci95 high), ...] sorted by level}} of the learned
-    rows; a clean row ("none") is level 0 of every kind, unless that kind was run at 0 itself."""
-    learned = [r for r in rows if not r.get("reference")]
+    rows in the clean scenario; a clean row ("none") is level 0 of every kind, unless that kind was run at 0 itself."""
+    learned = [r for r in rows if not r.get("reference") and r.get("scenario", scenarios.CLEAN) == scenarios.CLEAN]
     kinds = sorted({r["perturbation"].split("=")[0] for r in learned} - {perturb.CLEAN})
     points: dict[str, dict[str, list[tuple[float, float, float, float]]]] = {}
     for kind in kinds:

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
 
+from agents import scenarios
 from agents.env import EPISODE_STEPS, make_env
 from agents.experts import check_expert, expert_needs_pixels, make_expert
 from agents.executor import ExecutorConfig
@@ -23,9 +24,12 @@ class ExpertEvalConfig:
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     model: str | None = None  # model file (PPO expert)
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
+    scenario: str = scenarios.CLEAN  # agents.scenarios: the track expert reads the car's state, so only domain-randomize (its
+    # own tracks) changes what it drives; the PPO expert sees the frames
 
     def __post_init__(self) -> None:
         check_expert(self.expert, self.model, self.continuous)  # name, model file, action space: before any worker starts
+        scenarios.check_scenario(self.scenario)
         if self.episodes < 1:
             raise ConfigError(f"episodes must be >= 1 (got {self.episodes})")
         if self.max_steps < 1:
@@ -35,7 +39,7 @@ class ExpertEvalConfig:
 
 
 def _one(cfg: ExpertEvalConfig, seed: int) -> EpisodeResult:
-    env = make_env(cfg.continuous, cfg.max_steps, pixels=expert_needs_pixels(cfg.expert))
+    env = make_env(cfg.continuous, cfg.max_steps, pixels=expert_needs_pixels(cfg.expert), scenario=cfg.scenario)
     try:
         return run_episode(env, make_expert(cfg.expert, env, cfg.model), seed)
     finally:

@@ -30,6 +30,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from agents import scenarios
 from agents.env import ACTIONS, FPS
 from nac.config import ConfigError
 
@@ -76,6 +77,39 @@ def parse(text: str) -> Perturbation:
     if not ok(level):
         raise ConfigError(f"perturbation {name}: level {value} is out of range ({allowed})")
     return Perturbation(name, level)
+
+
+@dataclass(frozen=True)
+class Level:
+    """One condition episodes are driven in: a scenario of the environment (agents.scenarios) and
+    a perturbation between it and the policy, each optional. Written "none" (clean), "color",
+    "drop=0.2" or both joined by "+": "color+drop=0.2"."""
+
+    scenario: str = scenarios.CLEAN
+    perturbation: str | None = None  # as given, checked by parse
+
+
+def parse_level(text: str) -> Level:
+    """"color+drop=0.2" -> Level("color", "drop=0.2"); a clear error naming what is allowed."""
+    scenario, perturbation = scenarios.CLEAN, None
+    parts = [p.strip() for p in text.split("+")]
+    if parts == [CLEAN]:
+        return Level()
+    for part in parts:
+        if part in scenarios.SCENARIOS and part != scenarios.CLEAN:
+            if scenario != scenarios.CLEAN:
+                raise ConfigError(f"level {text!r} names two scenarios; a level is SCENARIO, PERTURBATION or SCENARIO+PERTURBATION")
+            scenario = part
+        elif part.partition("=")[0].strip() in KINDS:
+            if perturbation is not None:
+                raise ConfigError(f"level {text!r} names two perturbations; a level is SCENARIO, PERTURBATION or SCENARIO+PERTURBATION")
+            parse(part)
+            perturbation = part
+        else:
+            allowed = ", ".join(s for s in scenarios.SCENARIOS if s != scenarios.CLEAN)
+            raise ConfigError(f"unknown scenario or perturbation {part!r} in level {text!r}; scenarios: {allowed}; "
+                              f"perturbations: {', '.join(KINDS)}; or none: the clean level")
+    return Level(scenario, perturbation)
 
 
 def transform_frame(frame: np.ndarray, p: Perturbation, rng: np.random.Generator) -> np.ndarray:

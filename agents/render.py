@@ -28,6 +28,8 @@ from gymnasium.envs.box2d import car_dynamics
 from gymnasium.envs.box2d import car_racing as cr
 from pygame import gfxdraw
 
+from agents.scenarios import BLOB_COLOUR
+
 FRAME = 96  # CarRacing's observation is FRAME x FRAME x 3 (car_racing.STATE_W, STATE_H)
 STRIP_ROWS = 12  # the instrument strip: the window's last 5/40 of its height, rows 84..95 of the frame
 STRIP_H = cr.WINDOW_H * 5 // 40  # 100 window rows
@@ -48,6 +50,41 @@ def road_polygons(env: cr.CarRacing) -> tuple[np.ndarray, list]:
              for x in range(-20, 20, 2) for y in range(-20, 20, 2)]
     road = [[(p[0], p[1]) for p in poly] for poly, _ in env.road_poly]
     return np.array(grass + road, dtype=np.float64), [None] * len(grass) + [c for _, c in env.road_poly]
+
+
+def view(env: cr.CarRacing, fx: float = 1.0, fy: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """The affine map world -> pixels of gymnasium's window after its flip, (M (2, 2), b (2,)), scaled by
+    (fx, fy) to another surface: as gymnasium places the scene, rotated against the car's heading,
+    zoomed (with its opening zoom animation), the car at (W/2, H/4) of the window before the flip."""
+    car = env.car
+    angle = -car.hull.angle
+    zoom = 0.1 * cr.SCALE * max(1 - env.t, 0) + cr.ZOOM * cr.SCALE * min(env.t, 1)
+    cos, sin = np.cos(angle), np.sin(angle)
+    m = np.array([[fx * zoom * cos, -fx * zoom * sin],
+                  [-fy * zoom * sin, -fy * zoom * cos]])
+    centre = np.array(car.hull.position, dtype=np.float64)
+    b = np.array([fx * cr.WINDOW_W / 2, fy * cr.WINDOW_H * 3 / 4]) - m @ centre
+    return m, b
+
+
+def draw_scenario(surf: pygame.Surface, env: cr.CarRacing, m: np.ndarray, b: np.ndarray, scene_rows: int) -> None:
+    """What a scenario (agents.scenarios) draws over the scene: the blob and the bars, on a surface
+    whose first `scene_rows` rows are the window's above its instrument strip, world points mapped
+    by p = m @ w + b (view)."""
+    scenario = getattr(env, "scenario", None)
+    if scenario is None:
+        return
+    blob = scenario.blob(env)
+    if blob is not None:
+        pygame.draw.polygon(surf, BLOB_COLOUR, (blob @ m.T + b).tolist())
+    for x, w in scenario.bars(surf.get_width()) or ():
+        surf.fill((0, 0, 0), (x, 0, w, scene_rows))
+
+
+def blit_array(surf: pygame.Surface, pixels: np.ndarray) -> None:
+    """A (height, width, 3) uint8 array onto the whole surface."""
+    h, w = pixels.shape[:2]
+    surf.blit(pygame.image.frombuffer(np.ascontiguousarray(pixels).tobytes(), (w, h), "RGB"), (0, 0))
 
 
 @lru_cache(maxsize=1)
@@ -96,20 +133,6 @@ class DirectRenderer:
             self._track = env.road_poly
         return self._shapes
 
-    def _view(self, env: cr.CarRacing) -> tuple[np.ndarray, np.ndarray]:
-        """The affine map world -> surface pixels, (M (2, 2), b (2,)), as gymnasium places the scene:
-        rotated against the car's heading, zoomed (with its opening zoom animation), the car at
-        (W/2, H/4) of the window, the window flipped upside down, then scaled to the surface."""
-        car = env.car
-        angle = -car.hull.angle
-        zoom = 0.1 * cr.SCALE * max(1 - env.t, 0) + cr.ZOOM * cr.SCALE * min(env.t, 1)
-        cos, sin = np.cos(angle), np.sin(angle)
-        m = np.array([[self.fx * zoom * cos, -self.fx * zoom * sin],
-                      [-self.fy * zoom * sin, -self.fy * zoom * cos]])
-        centre = np.array(car.hull.position, dtype=np.float64)
-        b = np.array([self.fx * cr.WINDOW_W / 2, self.fy * cr.WINDOW_H * 3 / 4]) - m @ centre
-        return m, b
-
     def _car_parts(self, car: car_dynamics.Car) -> tuple[np.ndarray, np.ndarray, list[int], list[list[int]]]:
         """Every polygon car_dynamics draws of the car (the wheels, then the hull): their vertices in
         their body's frame (V, 2), each vertex's body (V,), where each polygon ends in them, and each
@@ -146,8 +169,13 @@ class DirectRenderer:
         """The observation of env's present state: (96, 96, 3) uint8."""
         surf = self.surf
         size = np.array(surf.get_size(), dtype=np.float64)  # (width, height)
-        m, b = self._view(env)
-        self._fill_background(env, m, b)
+        m, b = view(env, self.fx, self.fy)
+        scenario = getattr(env, "scenario", None)
+        noise = scenario.background(*surf.get_size(), m, b) if scenario is not None else None
+        if noise is None:
+            self._fill_background(env, m, b)
+        else:
+            blit_array(surf, noise)
 
         verts, centre, radius, colours = self._road_shapes(env)
         c = centre @ m.T + b  # (N, 2) each polygon's centre on the surface
@@ -155,7 +183,10 @@ class DirectRenderer:
         seen = np.flatnonzero((np.abs(c - size / 2) <= size / 2 + reach[:, None]).all(axis=1))
         pix = (verts[seen] @ m.T + b).tolist()  # (n, 4, 2) surface pixels of those that may show
         grass = [int(v) for v in env.grass_color]
+        squares = scenario is None or scenario.grass_squares
         for i, poly in zip(seen.tolist(), pix):
+            if colours[i] is None and not squares:
+                continue
             colour = grass if colours[i] is None else [int(v) for v in colours[i]]
             gfxdraw.aapolygon(surf, poly, colour)
             gfxdraw.filled_polygon(surf, poly, colour)
@@ -176,6 +207,7 @@ class DirectRenderer:
                 pts = np.stack([cw * stripe[:, 0] - sw * stripe[:, 1], sw * stripe[:, 0] + cw * stripe[:, 1]], axis=1) + pose[k, :2]
                 pygame.draw.polygon(surf, car_dynamics.WHEEL_WHITE, (pts @ m.T + b).tolist())
 
+        draw_scenario(surf, env, m, b, surf.get_height())
         scene = _pixels(pygame.transform.smoothscale(surf, (FRAME, FRAME - STRIP_ROWS)))  # an area average over k x k pixels
         return np.concatenate([scene, self._strip(env)])  # (96, 96, 3)
 

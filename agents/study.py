@@ -28,12 +28,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from agents import perturb
+from agents import perturb, scenarios
 from agents.bc import frame_gaps, net_config
 from agents.collect import CollectConfig, collect
 from agents.dagger import FIRST_SEED, DaggerConfig, dagger
 from agents.env import EPISODE_STEPS, RENDERER
-from agents.evaluate import describe_run, drive
+from agents.evaluate import DriveJob, describe_run, drive
 from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.rollout import EpisodeResult
@@ -173,9 +173,10 @@ class StudyConfig:
     continuous: bool = True  # continuous actions; False: the 5 discrete ones
     expert: str = "track"  # who demonstrates and labels DAgger rollouts
     episodes: int = 50  # held-out episodes per run at the clean level
-    perturb_episodes: int | None = None  # per run at each perturbation level: the first ones of those seeds (None: episodes)
+    perturb_episodes: int | None = None  # per run at each level with a perturbation: the first ones of those seeds (None: episodes)
     seed_start: int = 10000  # held-out seeds seed_start ..
-    levels: list[str] = field(default_factory=lambda: [CLEAN])  # perturbation levels ("none" = clean; agents.perturb)
+    levels: list[str] = field(default_factory=lambda: [CLEAN])  # conditions: "none" (clean), a scenario (agents.scenarios), a
+    # perturbation (agents.perturb) or SCENARIO+PERTURBATION (agents.perturb.parse_level)
     max_steps: int = EPISODE_STEPS  # steps per episode
     workers: int = 0  # local processes; 0 = up to 2
     ray: str | None = None  # Ray cluster address, or "local"; None: local processes
@@ -216,8 +217,7 @@ class StudyConfig:
         need(self.seed_start + self.episodes <= FIRST_SEED, f"held-out seeds must stay below {FIRST_SEED} (DAgger's rollout seeds)")
         need(bool(self.levels), "give at least one level")
         for level in self.levels:
-            if level != CLEAN:
-                perturb.parse(level)
+            perturb.parse_level(level)
         need(len(set(self.levels)) == len(self.levels), "a level is given twice")
         need(self.max_steps >= 1, "max_steps must be >= 1")
 
@@ -232,7 +232,7 @@ class StudyConfig:
         ]
 
     def eval_seeds(self, level: str = CLEAN) -> list[int]:
-        n = self.episodes if level == CLEAN or self.perturb_episodes is None else self.perturb_episodes
+        n = self.episodes if perturb.parse_level(level).perturbation is None or self.perturb_episodes is None else self.perturb_episodes
         return list(range(self.seed_start, self.seed_start + n))
 
     def demos_dir(self, noise: float = 0.0) -> Path:
@@ -298,11 +298,12 @@ def train_guarded(job: tuple[Callable[[dict[str, Any]], dict[str, Any]], dict[st
         return {"path": run_job["path"], "diverged": str(exc), "wall_seconds": round(time.monotonic() - started, 1)}
 
 
-def eval_episode(job: tuple[str, bool, int, str | None, int]) -> dict[str, Any]:
+def eval_episode(job: tuple[str, bool, int, str, int]) -> dict[str, Any]:
     """One held-out episode of one run at one level (a task), driven as the run drives by default
     (agents.policy.default_decoder: argmax, or its own decoder for rate and wheel-angle networks)."""
     path, continuous, max_steps, level, seed = job
-    [(_, result, ms)] = drive((path, "best", None, continuous, max_steps, level, RENDERER, (seed,)))
+    at = perturb.parse_level(level)
+    [(_, result, ms)] = drive(DriveJob(path, "best", None, continuous, max_steps, at.perturbation, RENDERER, at.scenario, (seed,)))
     return episode_record(result, float(np.percentile(ms, 50)) if ms.size else None)
 
 
@@ -410,7 +411,7 @@ def _record_demos(cfg: StudyConfig, noise: float) -> None:
 
 CARRACING = StudyKind(
     record=_record_demos, train=train_run, episode=eval_episode,
-    episode_job=lambda cfg, path, level, seed: (path, cfg.continuous, cfg.max_steps, None if level == CLEAN else level, seed),
+    episode_job=lambda cfg, path, level, seed: (path, cfg.continuous, cfg.max_steps, level, seed),
     training_seeds=lambda path: describe_run(path, "best").training_seeds,
 )
 
@@ -481,13 +482,13 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
                 ready_eval += tasks
         else:
             ready_train.append(train_task(run))
-    expert_tasks = [
-        Task(("expert", CLEAN, s), _expert_episode, (cfg.expert, cfg.continuous, cfg.max_steps, s))
-        for s in seeds if ("expert", CLEAN, s) not in study.keys
+    expert_tasks = [  # the expert reads the car's state: it drives each scenario of the levels (clean included), never perturbed
+        Task(("expert", level, s), _expert_episode, (cfg.expert, cfg.continuous, cfg.max_steps, level, s))
+        for level in expert_levels(cfg) for s in seeds if ("expert", level, s) not in study.keys
     ]
     ready_eval = expert_tasks + ready_eval
 
-    total_eps = sum(not entry(r).get("diverged") for r in runs) * sum(len(cfg.eval_seeds(level)) for level in cfg.levels) + len(seeds)
+    total_eps = sum(not entry(r).get("diverged") for r in runs) * sum(len(cfg.eval_seeds(level)) for level in cfg.levels) + len(seeds) * len(expert_levels(cfg))
     progress = _Progress(study, [r["key"] for r in runs], total_eps, capacity, quiet)
     running: dict[Any, str] = {}
 
@@ -536,10 +537,17 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     return study.data
 
 
-def _expert_episode(job: tuple[str, bool, int, int]) -> dict[str, Any]:
-    expert, continuous, max_steps, seed = job
+def expert_levels(cfg: StudyConfig) -> list[str]:
+    """The levels the expert drives as the reference: "none" and each scenario of the study's levels."""
+    return list(dict.fromkeys([CLEAN, *(at.scenario for at in map(perturb.parse_level, cfg.levels) if at.scenario != scenarios.CLEAN)]))
+
+
+def _expert_episode(job: tuple[str, bool, int, str, int]) -> dict[str, Any]:
+    expert, continuous, max_steps, level, seed = job
+    scenario = perturb.parse_level(level).scenario
     with quiet_bars():
-        r = evaluate_expert(ExpertEvalConfig(expert=expert, continuous=continuous, episodes=1, seed_start=seed, workers=1, max_steps=max_steps))
+        r = evaluate_expert(ExpertEvalConfig(expert=expert, continuous=continuous, episodes=1, seed_start=seed, workers=1, max_steps=max_steps,
+                                             scenario=scenario))
     return episode_record(EpisodeResult(**r["episodes_detail"][0]))
 
 

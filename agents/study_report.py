@@ -18,7 +18,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from agents.perturb import CLEAN, level_panel
+from agents import scenarios
+from agents.perturb import CLEAN, level_panel, parse_level
 from agents.rollout import lost_to_skip
 from datasets.demos import seed_ranges
 from nac.checkpoint import write_json
@@ -115,6 +116,7 @@ def aggregates(scores: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -
             "run_means": [float(x) for x in s.mean(axis=1)],
             "worst_run_mean": float(s.mean(axis=1).min()),
             "min_episode": float(s.min()),
+            "episode_std": float(s.std(ddof=1)) if s.size > 1 else 0.0,  # over every (run, episode): the published tables' statistic
         }
     return out
 
@@ -166,6 +168,29 @@ def _pairs(groups: list[str], variants: list[str]) -> list[tuple[str, str]]:
 def _level_value(level: str) -> tuple[str, float]:
     name, _, value = level.partition("=")
     return name, float(value) if value else 0.0
+
+
+def _title(level: str) -> str:
+    at = parse_level(level)
+    if at.scenario == scenarios.CLEAN:
+        return "Clean" if at.perturbation is None else f"Perturbation {at.perturbation}"
+    return f"Scenario {at.scenario}" + ("" if at.perturbation is None else f", perturbation {at.perturbation}")
+
+
+def scenario_levels(levels: list[str]) -> list[str]:
+    """The levels that are a scenario alone, clean first: the columns of the scenarios table."""
+    return [lv for lv in levels if lv == CLEAN or (parse_level(lv).perturbation is None)]
+
+
+def _published(level: str) -> list[str]:
+    """The published scores of the scenario `level`, as report lines ([] if none)."""
+    if level == CLEAN or parse_level(level).perturbation is not None:
+        return []
+    scores = [f"{agent} {s[level][0]} ± {s[level][1]}" for agent, s in scenarios.PUBLISHED.items() if level in s]
+    if not scores:
+        return []
+    return ["", f"Published (trained on clean frames, mean ± std over 100 episodes, measured on {scenarios.PUBLISHED_ON}, "
+            f"not this project's CarRacing-v3): {'; '.join(scores)}."]
 
 
 def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000) -> dict[str, Any]:
@@ -306,19 +331,21 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
     if study.get("recipes"):  # every field, as trained (studies from before they were stored have only the overrides above)
         used = (lambda k: k in UDACITY_FIELDS) if cfg.get("task") == "udacity" else (lambda k: True)  # PilotNet runs: no DAgger, no windows
         lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={'by head' if val is None else val}" for k, val in r.items() if used(k)) for v, r in study["recipes"].items()] + [""]
+    lines += scenario_table(result)
     key = offline_key(cfg)
     offline_name = "validation MSE" if key == "val_loss" else "offline accuracy"
     for level, entry in result["levels"].items():
-        lines += [f"## {'Clean' if level == CLEAN else 'Perturbation ' + level}", "",
-                  f"| group | runs x episodes | IQM [95 % CI] | mean [95 % CI] | worst run's mean | run means | worst episode | laps finished | lost to a skipped tile | {offline_name} |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"## {_title(level)}", "",
+                  f"| group | runs x episodes | IQM [95 % CI] | mean [95 % CI] | mean ± std of episodes | worst run's mean | run means | worst episode | laps finished | lost to a skipped tile | {offline_name} |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         rows = sorted(entry["aggregates"].items(), key=lambda kv: (kv[0] == EXPERT, -kv[1]["iqm"]))
         for g, a in rows:
             lines.append(
                 f"| {g} | {a['runs']} x {a['episodes']} | {_fmt_ci(a['iqm'], a['iqm_ci'])} | {_fmt_ci(a['mean'], a['mean_ci'])} "
-                f"| {a['worst_run_mean']:.1f} | {', '.join(f'{m:.0f}' for m in a['run_means'])} | {a['min_episode']:.1f} | {a['laps_finished']:.0%} "
+                f"| {a['mean']:.0f} ± {a.get('episode_std', float('nan')):.0f} | {a['worst_run_mean']:.1f} | {', '.join(f'{m:.0f}' for m in a['run_means'])} | {a['min_episode']:.1f} | {a['laps_finished']:.0%} "
                 f"| {_fmt_share(a.get('lost_to_skipped_tile'))} | {_fmt_offline(a.get(key), key)} |"
             )
+        lines += _published(level)
         agree = entry.get("offline_vs_closed_loop")
         if agree:
             lines += ["", f"Does the {offline_name} rank the runs as driving does? Spearman's rank correlation between each run's "
@@ -342,6 +369,30 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
     if figures:
         lines += ["## Figures", ""] + [f"![{Path(f).stem}]({Path(f).name})" for f in figures] + [""]
     return "\n".join(lines)
+
+
+def scenario_table(result: dict[str, Any]) -> list[str]:
+    """Groups x scenarios, IQM [95 % CI] (laps finished), with the published means beside them: the
+    study's generalization result at a glance ([] for a study without scenarios)."""
+    cols = [lv for lv in scenario_levels(list(result["levels"]))]
+    if len(cols) < 2:
+        return []
+    groups = list(dict.fromkeys(g for lv in cols for g in result["levels"][lv]["aggregates"]))
+    groups.sort(key=lambda g: (g == EXPERT, g))
+    names = ["clean" if lv == CLEAN else lv for lv in cols]
+    lines = ["## Scenarios", "", "IQM [95 % CI] (laps finished) of every group in each scenario; the published rows are means over 100 "
+             f"episodes of agents trained on clean frames, measured on {scenarios.PUBLISHED_ON}.", "",
+             "| group | " + " | ".join(names) + " |", "|---|" + "---|" * len(cols)]
+    for g in groups:
+        cells = []
+        for lv in cols:
+            a = result["levels"][lv]["aggregates"].get(g)
+            cells.append("-" if a is None else f"{_fmt_ci(a['iqm'], a['iqm_ci'])} ({a['laps_finished']:.0%})")
+        lines.append(f"| {g} | " + " | ".join(cells) + " |")
+    for agent, scores in scenarios.PUBLISHED.items():
+        key = [scenarios.CLEAN if lv == CLEAN else lv for lv in cols]
+        lines.append(f"| {agent} (published) | " + " | ".join(f"{scores[k][0]} ± {scores[k][1]}" if k in scores else "-" for k in key) + " |")
+    return lines + [""]
 
 
 def _plots(result: dict[str, Any], out: Path) -> list[str]:
@@ -402,11 +453,32 @@ def _plots(result: dict[str, Any], out: Path) -> list[str]:
         ax.set_xlim(0, 1)
         fig.tight_layout()
         files.append(_save(fig, out / "improvement.png", plt))
-    kinds = sorted({_level_value(lv)[0] for lv in result["levels"]} - {CLEAN})
+    cols = scenario_levels(list(result["levels"]))
+    if len(cols) > 1:  # IQM per scenario, one marker per group
+        groups = sorted({g for lv in cols for g in result["levels"][lv]["aggregates"]}, key=lambda g: (g == EXPERT, g))
+        fig, ax = plt.subplots(figsize=(1.4 * len(cols) + 3, 4))
+        width = 0.8 / max(1, len(groups))
+        for i, g in enumerate(groups):
+            for j, lv in enumerate(cols):
+                a = result["levels"][lv]["aggregates"].get(g)
+                if a is None:
+                    continue
+                x = j - 0.4 + width * (i + 0.5)
+                if a["iqm_ci"]:
+                    ax.plot([x, x], a["iqm_ci"], lw=4, alpha=0.5, color=f"C{i}")
+                ax.plot([x], [a["iqm"]], "o", color=f"C{i}", label=g if j == 0 else None)
+        ax.set_xticks(range(len(cols)), ["clean" if lv == CLEAN else lv for lv in cols])
+        ax.set_ylabel("IQM return (95 % CI)")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8, loc="lower left")
+        fig.tight_layout()
+        files.append(_save(fig, out / "scenarios.png", plt))
+    perturbed = [lv for lv in result["levels"] if lv != CLEAN and parse_level(lv).scenario == scenarios.CLEAN]  # clean scene, one perturbation
+    kinds = sorted({_level_value(lv)[0] for lv in perturbed})
     if kinds:
         fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.8), squeeze=False)
         for ax, kind in zip(axes[0], kinds):
-            at = {lv: e for lv, e in result["levels"].items() if lv == CLEAN or _level_value(lv)[0] == kind}
+            at = {lv: e for lv, e in result["levels"].items() if lv == CLEAN or (lv in perturbed and _level_value(lv)[0] == kind)}
             groups = sorted({g for e in at.values() for g in e["aggregates"]} - {EXPERT})
             for i, g in enumerate(groups):
                 pts = sorted((_level_value(lv)[1], e["aggregates"][g]) for lv, e in at.items() if g in e["aggregates"])

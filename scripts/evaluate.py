@@ -50,6 +50,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "noise=sigma, blur[=sigma], brightness=f, hue[=shift], action-noise=p; one leaderboard per level and a "
         "plot of return against level (give 'none' too for the clean level 0 of every panel)",
     )
+    p.add_argument(
+        "--scenario", action="append", default=[], metavar="NAME", type=_scenario,
+        help="drive in a generalization test of the field (repeat the flag for several; default clean): color, color3 "
+        "(road and grass colours shifted at each reset), bar (black bars at the frame's sides), blob (a red square riding "
+        "beside the car), noise (the grass replaced by noise drawn afresh every frame), domain-randomize (gymnasium's "
+        "domain_randomize: random colours, its own tracks); the expert drives each as a reference row; one leaderboard "
+        "per scenario and perturbation",
+    )
     p.add_argument("--plot", type=Path, metavar="FILE.png", help="with --perturb: where the plot goes (default beside --json, else in the first run)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the leaderboard as JSON (a list, one object per row)")
     p.add_argument("--markdown", type=Path, metavar="FILE", help="write the leaderboard as a markdown table")
@@ -65,14 +73,15 @@ def run(args: argparse.Namespace) -> int:
     configs = [
         EvaluateConfig(
             runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, ray=args.ray, weights=args.weights,
-            actions=args.actions, experts=not args.no_expert, max_steps=args.max_steps, perturb=spec, renderer=args.renderer, batch=args.batch,
+            actions=args.actions, experts=not args.no_expert, max_steps=args.max_steps, perturb=spec, renderer=args.renderer,
+            scenario=scenario, batch=args.batch,
         )
-        for spec in specs  # all checked before the first episode
+        for scenario in args.scenario or ["clean"] for spec in specs  # all checked before the first episode
     ]
     seeds = f"seeds {args.seed_start}..{args.seed_start + args.episodes - 1}"
     rows: list = []
     for cfg in configs:
-        title = seeds + ("" if cfg.perturb is None else f", perturbation {cfg.perturb}")
+        title = seeds + ("" if cfg.scenario == "clean" else f", scenario {cfg.scenario}") + ("" if cfg.perturb is None else f", perturbation {cfg.perturb}")
         try:
             board = evaluate(cfg)
         except KeyboardInterrupt as exc:
@@ -88,6 +97,15 @@ def run(args: argparse.Namespace) -> int:
         if robustness_plot(rows, plot):
             print(f"wrote {plot}")
     return 0
+
+
+def _scenario(text: str) -> str:
+    """A scenario name, or argparse's one-line error listing the allowed ones."""
+    from agents.scenarios import SCENARIOS
+
+    if text not in SCENARIOS:
+        raise argparse.ArgumentTypeError(f"unknown scenario {text!r}; choose from {', '.join(SCENARIOS)}")
+    return text
 
 
 def _print_board(rows: list, title: str) -> None:

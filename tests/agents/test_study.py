@@ -149,7 +149,7 @@ def test_study_config_refuses(tmp_path):
         tiny(tmp_path, heads=["nac", "transformer"])
     with pytest.raises(ConfigError, match="may not be demonstration seeds"):
         tiny(tmp_path, seed_start=2)
-    with pytest.raises(ConfigError, match="unknown perturbation"):
+    with pytest.raises(ConfigError, match="unknown scenario or perturbation"):
         tiny(tmp_path, levels=["none", "fog=1"])
     # each variant's network, for each head and the study's action space, before anything is trained
     with pytest.raises(ConfigError, match="variant 'r' with head gru: rate_window is for discrete actions"):
