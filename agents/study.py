@@ -33,7 +33,7 @@ from agents.bc import frame_gaps, net_config
 from agents.collect import CollectConfig, collect
 from agents.dagger import FIRST_SEED, DaggerConfig, dagger
 from agents.env import EPISODE_STEPS, RENDERER
-from agents.evaluate import DriveJob, describe_run, drive
+from agents.evaluate import DriveJob, EvaluateConfig, describe_run, drive
 from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.rollout import EpisodeResult
@@ -298,13 +298,18 @@ def train_guarded(job: tuple[Callable[[dict[str, Any]], dict[str, Any]], dict[st
         return {"path": run_job["path"], "diverged": str(exc), "wall_seconds": round(time.monotonic() - started, 1)}
 
 
-def eval_episode(job: tuple[str, bool, int, str, int]) -> dict[str, Any]:
-    """One held-out episode of one run at one level (a task), driven as the run drives by default
-    (agents.policy.default_decoder: argmax, or its own decoder for rate and wheel-angle networks)."""
-    path, continuous, max_steps, level, seed = job
+def eval_episodes(job: tuple[str, bool, int, str, tuple[int, ...]]) -> list[dict[str, Any]]:
+    """Held-out episodes of one run at one level (a task), one record per seed in order, driven as
+    the run drives by default (agents.policy.default_decoder: argmax, or its own decoder for rate and
+    wheel-angle networks); unperturbed ones stepped together, one batched forward a step
+    (agents.evaluate.drive: each episode the one it would be alone)."""
+    path, continuous, max_steps, level, seeds = job
     at = perturb.parse_level(level)
-    [(_, result, ms)] = drive(DriveJob(path, "best", None, continuous, max_steps, at.perturbation, RENDERER, at.scenario, (seed,)))
-    return episode_record(result, float(np.percentile(ms, 50)) if ms.size else None)
+    out = drive(DriveJob(path, "best", None, continuous, max_steps, at.perturbation, RENDERER, at.scenario, tuple(seeds)))
+    return [episode_record(result, float(np.percentile(ms, 50)) if ms.size else None) for _, result, ms in out]
+
+
+EPISODE_BATCH = EvaluateConfig.batch  # a CarRacing study's held-out episodes of one run and level per task
 
 
 def episode_record(result: EpisodeResult, step_ms_p50: float | None = None) -> dict[str, Any]:
@@ -394,8 +399,10 @@ class StudyKind:
 
     record: Callable[[StudyConfig, float], None]  # the shared demonstrations at a steering noise into cfg.demos_dir(noise), resumable
     train: Callable[[dict[str, Any]], dict[str, Any]]  # one run to its end -> its figures
-    episode: Callable[[Any], dict[str, Any]]  # one held-out episode -> return, length, lap_finished, tiles, skipped, step_ms_p50
-    episode_job: Callable[[StudyConfig, str, str, int], Any]  # (cfg, run folder, level, seed) -> episode's argument
+    episodes: Callable[[Any], list[dict[str, Any]]]  # a run's held-out episodes at one level -> per seed, in order: return, length,
+    # lap_finished, tiles, skipped, step_ms_p50
+    episode_job: Callable[[StudyConfig, str, str, tuple[int, ...]], Any]  # (cfg, run folder, level, seeds) -> episodes' argument
+    batch: int  # seeds per episodes task
     training_seeds: Callable[[str], list[int]]  # the tracks a run folder was trained on
 
 
@@ -410,9 +417,9 @@ def _record_demos(cfg: StudyConfig, noise: float) -> None:
 
 
 CARRACING = StudyKind(
-    record=_record_demos, train=train_run, episode=eval_episode,
-    episode_job=lambda cfg, path, level, seed: (path, cfg.continuous, cfg.max_steps, level, seed),
-    training_seeds=lambda path: describe_run(path, "best").training_seeds,
+    record=_record_demos, train=train_run, episodes=eval_episodes,
+    episode_job=lambda cfg, path, level, seeds: (path, cfg.continuous, cfg.max_steps, level, seeds),
+    training_seeds=lambda path: describe_run(path, "best").training_seeds, batch=EPISODE_BATCH,
 )
 
 
@@ -460,7 +467,11 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
 
     def episode_tasks(run: dict[str, Any]) -> list[Task]:
         path = str(cfg.run_dir(run["key"]))
-        return [Task(("episode", run["key"], level, s), kind.episode, kind.episode_job(cfg, path, level, s)) for level, s in missing(run)]
+        todo: dict[str, list[int]] = {}
+        for level, s in missing(run):
+            todo.setdefault(level, []).append(s)
+        chunks = [(level, tuple(seeds[k:k + kind.batch])) for level, seeds in todo.items() for k in range(0, len(seeds), kind.batch)]
+        return [Task(("episodes", run["key"], level, chunk), kind.episodes, kind.episode_job(cfg, path, level, chunk)) for level, chunk in chunks]
 
     def train_task(run: dict[str, Any]) -> Task:
         job = {
@@ -515,14 +526,15 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
                 else:
                     _check_not_trained_on(cfg, run, kind)
                     ready_eval.extend(episode_tasks(run))
-            else:
-                if what == "expert":
-                    e = {"run": "expert", "variant": "-", "head": "expert", "seed": 0, "level": key[1], "episode_seed": key[2], **result}
-                else:
-                    run = study.data["runs"][key[1]]
-                    e = {"run": key[1], "variant": run["variant"], "head": run["head"], "seed": run["seed"], "level": key[2], "episode_seed": key[3], **result}
-                if study.add_episode(e):
+            elif what == "expert":
+                if study.add_episode({"run": "expert", "variant": "-", "head": "expert", "seed": 0, "level": key[1], "episode_seed": key[2], **result}):
                     progress.driven()
+            else:
+                run = study.data["runs"][key[1]]
+                for seed, record in zip(key[3], result):
+                    if study.add_episode({"run": key[1], "variant": run["variant"], "head": run["head"], "seed": run["seed"], "level": key[2],
+                                          "episode_seed": seed, **record}):
+                        progress.driven()
             study.save()
             refill()
             progress.show(running)

@@ -55,7 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--perturb-episodes", type=positive_int, metavar="N",
                    help="held-out episodes per run at each --perturb level: the first N of the clean level's seeds (default: --episodes)")
     p.add_argument("--seed-start", type=non_negative_int, default=10000, help="first held-out seed (default 10000)")
-    p.add_argument("--perturb", action="append", default=[], metavar="KIND=LEVEL", help="also evaluate at this perturbation level (repeatable; see nacdrive evaluate --help)")
+    p.add_argument("--perturb", action="append", default=[], metavar="KIND=LEVEL",
+                   help="also evaluate at this perturbation level (repeatable; see nacdrive evaluate --help), or in a scenario under it: "
+                   "SCENARIO+KIND=LEVEL, e.g. color+jitter=3")
+    p.add_argument("--scenario", action="append", default=[], metavar="NAME",
+                   help="also evaluate in this generalization scenario (repeatable): color, color3, bar, blob, noise, domain-randomize "
+                   "(see nacdrive evaluate --help); the expert drives each as a reference, and the report sets the published scores beside them")
     p.add_argument("--speed", type=positive_float, help="udacity: the bridge's target speed in mph (drive --speed; default: "
                    "the speed a run predicts, net.speed_output=true, else 15)")
     p.add_argument("--turn-slowdown", type=float, default=0.5, metavar="S", help="udacity, with --speed: the target drops by this share "
@@ -88,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("two variants have the same name")
     cfg = StudyConfig(
         out=str(args.out), heads=args.heads, seeds=args.seeds, first_seed=args.first_seed, variants=variants, demos=args.demos,
-        continuous=not args.discrete, episodes=args.episodes, perturb_episodes=args.perturb_episodes, seed_start=args.seed_start, levels=[CLEAN, *args.perturb],
+        continuous=not args.discrete, episodes=args.episodes, perturb_episodes=args.perturb_episodes, seed_start=args.seed_start, levels=[CLEAN, *args.scenario, *args.perturb],
         max_steps=args.max_steps, workers=args.workers, ray=args.ray, task=args.task, speed=args.speed, turn_slowdown=args.turn_slowdown,
     )
     kind = None

@@ -116,8 +116,13 @@ def _episode_once(job: tuple[str, float | None, int, int, float]) -> dict[str, A
     return episode_record(EpisodeResult(**r["episodes_detail"][0]), r["bridge"].get("p50_ms"))
 
 
+def episodes(jobs: list[tuple[str, float | None, int, int, float]]) -> list[dict[str, Any]]:
+    """A study's task: its episodes one after the other, each through its own bridge."""
+    return [episode(job) for job in jobs]
+
+
 UDACITY = StudyKind(
-    record=record, train=train_run, episode=episode,
-    episode_job=lambda cfg, path, level, seed: (path, cfg.speed, cfg.max_steps, seed, cfg.turn_slowdown),
-    training_seeds=lambda path: recorded_seeds(training_data(path)),
+    record=record, train=train_run, episodes=episodes,
+    episode_job=lambda cfg, path, level, seeds: [(path, cfg.speed, cfg.max_steps, seed, cfg.turn_slowdown) for seed in seeds],
+    training_seeds=lambda path: recorded_seeds(training_data(path)), batch=1,  # a bridge per episode: nothing to share
 )

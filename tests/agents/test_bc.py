@@ -364,9 +364,9 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
     assert heat.shape == (96, 96) and np.isfinite(heat).all()
     with pytest.raises(ConfigError, match="--actions wheel is for runs trained with --wheel-target"):
         DrivingPolicy.from_run(tmp_path / "run", actions="argmax")
-    from agents.study import eval_episode
+    from agents.study import eval_episodes
 
-    assert eval_episode((str(tmp_path / "run"), False, 30, "none", 10000))["length"] == 30  # a study drives it by its own decoder
+    assert eval_episodes((str(tmp_path / "run"), False, 30, "none", (10000,)))[0]["length"] == 30  # a study drives it by its own decoder
     with pytest.raises(ConfigError, match="--actions wheel is for runs trained with --wheel-target"):
         DrivingPolicy(DrivingNet(DrivingNetConfig(head="gru", window=2)), actions="wheel")
     with pytest.raises(ConfigError, match="wheel_target is for discrete actions"):

@@ -423,3 +423,21 @@ def test_a_finished_run_without_its_weights_and_with_episodes_to_drive_is_traine
     keep = [e for e in data["episodes"] if e["run"] != cut]
     assert [e for e in again["episodes"] if e["run"] != cut] == keep
     assert sorted(e["episode_seed"] for e in again["episodes"] if e["run"] == cut) == [100, 101]
+
+
+def test_scenario_levels_are_driven_with_the_experts_reference_and_reported_beside_the_published_scores(process_study, tmp_path):
+    out, data = process_study
+    grown = tmp_path / "grown"
+    shutil.copytree(out, grown)
+    again = run_study(tiny(grown, workers=2, perturb_episodes=1, levels=["none", "color", "color+drop=0.5"]), quiet=True)
+    at = lambda level: sorted((e["run"], e["episode_seed"]) for e in again["episodes"] if e["level"] == level)
+    assert at("color") == sorted([(r, s) for r in data["runs"] for s in (100, 101)] + [("expert", 100), ("expert", 101)])
+    assert at("color+drop=0.5") == sorted((r, 100) for r in data["runs"])  # perturbed: the first seed only; the expert is never perturbed
+    assert [e for e in again["episodes"] if e["level"] == "none"] == data["episodes"]
+    clean = {e["episode_seed"]: e["return"] for e in data["episodes"] if e["run"] == "expert"}
+    assert {e["episode_seed"]: e["return"] for e in again["episodes"] if e["run"] == "expert" and e["level"] == "color"} == clean  # it reads the state
+    build(grown, reps=50)
+    text = (grown / "report/report.md").read_text()
+    assert "## Scenarios" in text and "## Scenario color, perturbation drop=0.5" in text and "AttentionAgent 866 ± 112" in text
+    assert "| AttentionAgent (published) | 914 ± 15 | 866 ± 112 |" in text
+    assert (grown / "report/scenarios.png").is_file()

@@ -274,7 +274,7 @@ def test_a_udacity_study_trains_pilotnet_heads_and_drives_them_through_the_bridg
     assert all(e["length"] == 40 and e["step_ms_p50"] > 0 for e in eps)  # driven through a bridge, every step answered
     again = run_study(cfg, quiet=True, kind=UDACITY)
     assert again["episodes"] == data["episodes"]
-    assert UDACITY.episode_job(cfg, "RUN", "none", 100) == ("RUN", 20.0, 40, 100, 0.8)  # each episode's bridge gets the study's controller
+    assert UDACITY.episode_job(cfg, "RUN", "none", (100,)) == [("RUN", 20.0, 40, 100, 0.8)]  # each episode's bridge gets the study's controller
     with pytest.raises(ConfigError, match="was made with turn_slowdown=0.8, not 0.5"):
         run_study(dataclasses.replace(cfg, turn_slowdown=0.5), quiet=True, kind=UDACITY)
     build(tmp_path / "s", reps=100)
