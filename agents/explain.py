@@ -23,6 +23,7 @@ import torch
 
 from agents.bc import CLASSES, action_classes
 from agents.env import make_env
+from agents.scenarios import CLEAN
 from agents.experts import make_expert
 from agents.policy import DrivingPolicy
 from agents.saliency import saliency
@@ -38,6 +39,7 @@ class ExplainConfig:
     out: str
     seed: int = 10000
     max_steps: int = 1000
+    scenario: str = CLEAN  # agents.scenarios: what the frames show
     saliency_frames: int = 12  # frames of the saliency grid, evenly spaced over the episode
 
     def __post_init__(self) -> None:
@@ -72,7 +74,7 @@ def _nac_step_details(policy: DrivingPolicy) -> dict[str, np.ndarray] | None:
 
 def explain(cfg: ExplainConfig) -> dict[str, Any]:
     policy = DrivingPolicy.from_run(cfg.run)
-    env = make_env(policy.continuous, cfg.max_steps)
+    env = make_env(policy.continuous, cfg.max_steps, scenario=cfg.scenario)
     expert = make_expert("track", env)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

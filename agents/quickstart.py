@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from agents.collect import CollectConfig, collect
 from agents.env import CHECK_SEED
 from agents.dagger import FIRST_SEED, DaggerConfig, check_worst, dagger, recipe_beta, rollout_returns
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
+from agents.scenarios import CLEAN, check_scenario
 from agents.video import RecordConfig, record_video
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
@@ -101,6 +102,8 @@ class QuickstartConfig:
     dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over while the car is this many u/s too fast or off the road
     dagger_perturb: str = DaggerConfig.perturb  # the policy drives half the rollouts under it (auto: the run's frame gaps; dagger --perturb)
     eval_episodes: int = 10  # held-out seeds from eval_seed_start
+    scenarios: list[str] = field(default_factory=list)  # the report also drives those seeds in these generalization scenarios
+    # (agents.scenarios), one leaderboard each beside the clean one
     eval_seed_start: int = 10000
     workers: int = 0  # processes for driving; 0 = up to 2
     max_steps: int = 1000  # steps per episode (CarRacing's limit)
@@ -118,6 +121,8 @@ class QuickstartConfig:
         need(all(m is None or m > 0 for m in (self.train_minutes, self.dagger_minutes)), "training minutes must be > 0")
         need(self.train_epochs >= 1 and self.dagger_epochs >= 1, "training epochs must be >= 1")
         need(self.dagger_episodes >= 1 and self.eval_episodes >= 1, "episode counts must be >= 1")
+        for name in self.scenarios:
+            check_scenario(name)
         need(self.seed >= 0, f"seed must be >= 0 (got {self.seed})")
         need(self.discrete_target in DISCRETE_TARGETS,
              f"discrete_target must be one of {', '.join(DISCRETE_TARGETS)} (got {self.discrete_target!r})")
@@ -201,9 +206,13 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("dagger", t0)
 
     t0 = time.monotonic()
-    _stage(f"4/5 closed-loop evaluation on {cfg.eval_episodes} held-out seeds ({cfg.eval_seed_start}..), with the expert")
-    rows = evaluate(EvaluateConfig(runs=[str(run)], episodes=cfg.eval_episodes, seed_start=cfg.eval_seed_start, workers=cfg.workers, max_steps=cfg.max_steps))
-    write_leaderboard(rows, out / "leaderboard.json")
+    _stage(f"4/5 closed-loop evaluation on {cfg.eval_episodes} held-out seeds ({cfg.eval_seed_start}..), with the expert"
+           + (f", clean and in the scenarios {', '.join(cfg.scenarios)}" if cfg.scenarios else ""))
+    boards = {name: evaluate(EvaluateConfig(runs=[str(run)], episodes=cfg.eval_episodes, seed_start=cfg.eval_seed_start, workers=cfg.workers,
+                                            max_steps=cfg.max_steps, scenario=name))
+              for name in dict.fromkeys([CLEAN, *cfg.scenarios])}
+    rows = boards[CLEAN]
+    write_leaderboard([r for board in boards.values() for r in board], out / "leaderboard.json")
     timed("evaluate", t0)
 
     t0 = time.monotonic()
@@ -213,13 +222,14 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("video", t0)
     timings["total"] = round(time.monotonic() - started, 1)
 
-    report = _report(cfg, rows, run, data, timings, video_path)
+    report = _report(cfg, boards, run, data, timings, video_path)
     (out / "report.md").write_text(report)
-    write_json(out / "quickstart.json", {"config": asdict(cfg), "timings_s": timings, "leaderboard": rows})
+    write_json(out / "quickstart.json", {"config": asdict(cfg), "timings_s": timings, "leaderboard": rows,
+                                         **({"scenarios": {k: v for k, v in boards.items() if k != CLEAN}} if cfg.scenarios else {})})
     return {"report": str(out / "report.md"), "rows": rows, "timings": timings}
 
 
-def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: Path, timings: dict[str, float], video: Path) -> str:
+def _report(cfg: QuickstartConfig, boards: dict[str, list[dict[str, Any]]], run: Path, data: Path, timings: dict[str, float], video: Path) -> str:
     metrics = json.loads((run / "metrics.json").read_text())
     dag = json.loads((run / "dagger.json").read_text())
     best = metrics.get("best") or {}
@@ -240,8 +250,10 @@ def _report(cfg: QuickstartConfig, rows: list[dict[str, Any]], run: Path, data: 
         "",
         "## Closed loop (held-out seeds, deterministic actions, full 1000-step episodes)",
         "",
-        to_markdown(rows),
+        to_markdown(boards[CLEAN]),
         "",
+        *(line for name, board in boards.items() if name != CLEAN
+          for line in (f"In the scenario {name} (agents.scenarios: a generalization test, never trained on):", "", to_markdown(board), "")),
         "## Training",
         "",
         f"- demonstrations: {data} ({cfg.episodes} track-expert episodes, seeds {1000 * cfg.seed}..{1000 * cfg.seed + cfg.episodes - 1}); job seed {cfg.seed}",

@@ -21,6 +21,7 @@ from matplotlib import colormaps
 from PIL import Image, ImageDraw, ImageFont
 
 from agents.env import ACTIONS, FPS, car_state, make_env
+from agents.scenarios import CLEAN
 from agents.experts import make_expert
 from agents.policy import DrivingPolicy
 from agents.saliency import saliency
@@ -217,6 +218,7 @@ class RecordConfig:
     episodes: int = 1  # consecutive seeds, one after another in the same video
     max_steps: int = 1000
     saliency: bool = True
+    scenario: str = CLEAN  # agents.scenarios: what the frames show
 
 
 def record_video(cfg: RecordConfig) -> dict[str, Any]:
@@ -231,10 +233,10 @@ def record_video(cfg: RecordConfig) -> dict[str, Any]:
     drivers = []
     for run in cfg.runs:
         policy = DrivingPolicy.from_run(run)
-        drivers.append(Driver(Path(run).name, policy, make_env(policy.continuous, cfg.max_steps), cfg.saliency))
+        drivers.append(Driver(Path(run).name, policy, make_env(policy.continuous, cfg.max_steps, scenario=cfg.scenario), cfg.saliency))
     if cfg.expert is not None:
         continuous = drivers[0].policy.continuous if drivers else cfg.continuous
-        env = make_env(continuous, cfg.max_steps)
+        env = make_env(continuous, cfg.max_steps, scenario=cfg.scenario)
         drivers.append(Driver(f"expert: {cfg.expert}", make_expert(cfg.expert, env), env, False))
     if len({d.name for d in drivers}) < len(drivers):
         for i, d in enumerate(drivers):

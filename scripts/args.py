@@ -64,6 +64,30 @@ def key_value(text: str) -> tuple[str, Any]:
         return key, value
 
 
+SCENARIO_HELP = ("color, color3 (road and grass colours shifted at each reset), bar (black bars at the frame's sides), blob (a red "
+                 "square riding beside the car), noise (the grass replaced by noise drawn afresh every frame), domain-randomize "
+                 "(gymnasium's domain_randomize: random colours, its own tracks); default clean")
+
+
+def scenario_name(text: str) -> str:
+    """A scenario (agents.scenarios.SCENARIOS), or argparse's one-line error listing the allowed ones."""
+    from agents.scenarios import SCENARIOS
+
+    if text not in SCENARIOS:
+        raise argparse.ArgumentTypeError(f"unknown scenario {text!r}; choose from {', '.join(SCENARIOS)}")
+    return text
+
+
+def add_scenario_flag(p: argparse.ArgumentParser, what: str, repeat: bool = False) -> None:
+    """--scenario NAME: a generalization test of the field (agents.scenarios) to drive `what` in."""
+    if repeat:
+        p.add_argument("--scenario", action="append", default=[], metavar="NAME", type=scenario_name,
+                       help=f"drive {what} in this generalization scenario (repeat the flag for several): {SCENARIO_HELP}")
+    else:
+        p.add_argument("--scenario", default="clean", metavar="NAME", type=scenario_name,
+                       help=f"drive {what} in this generalization scenario: {SCENARIO_HELP}")
+
+
 def add_ray_flag(p: argparse.ArgumentParser, what: str) -> None:
     """--ray [ADDRESS]: run `what` as Ray tasks (needs `pip install nac-drive[cluster]`)."""
     p.add_argument(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from scripts.args import add_ray_flag, non_negative_int, positive_int
+from scripts.args import add_ray_flag, add_scenario_flag, non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,14 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "noise=sigma, blur[=sigma], brightness=f, hue[=shift], action-noise=p; one leaderboard per level and a "
         "plot of return against level (give 'none' too for the clean level 0 of every panel)",
     )
-    p.add_argument(
-        "--scenario", action="append", default=[], metavar="NAME", type=_scenario,
-        help="drive in a generalization test of the field (repeat the flag for several; default clean): color, color3 "
-        "(road and grass colours shifted at each reset), bar (black bars at the frame's sides), blob (a red square riding "
-        "beside the car), noise (the grass replaced by noise drawn afresh every frame), domain-randomize (gymnasium's "
-        "domain_randomize: random colours, its own tracks); the expert drives each as a reference row; one leaderboard "
-        "per scenario and perturbation",
-    )
+    add_scenario_flag(p, "the runs (the expert drives each as a reference row; one leaderboard per scenario and perturbation)", repeat=True)
     p.add_argument("--plot", type=Path, metavar="FILE.png", help="with --perturb: where the plot goes (default beside --json, else in the first run)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the leaderboard as JSON (a list, one object per row)")
     p.add_argument("--markdown", type=Path, metavar="FILE", help="write the leaderboard as a markdown table")
@@ -97,15 +90,6 @@ def run(args: argparse.Namespace) -> int:
         if robustness_plot(rows, plot):
             print(f"wrote {plot}")
     return 0
-
-
-def _scenario(text: str) -> str:
-    """A scenario name, or argparse's one-line error listing the allowed ones."""
-    from agents.scenarios import SCENARIOS
-
-    if text not in SCENARIOS:
-        raise argparse.ArgumentTypeError(f"unknown scenario {text!r}; choose from {', '.join(SCENARIOS)}")
-    return text
 
 
 def _print_board(rows: list, title: str) -> None:

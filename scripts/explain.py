@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scripts.args import non_negative_int, positive_int
+from scripts.args import add_scenario_flag, non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,13 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=non_negative_int, default=10000, help="track seed (default 10000)")
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the figures")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps of the episode (default 1000)")
+    add_scenario_flag(p, "the episode")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from agents.explain import ExplainConfig, explain
 
-    r = explain(ExplainConfig(run=args.run, out=args.out, seed=args.seed, max_steps=args.max_steps))
+    r = explain(ExplainConfig(run=args.run, out=args.out, seed=args.seed, max_steps=args.max_steps, scenario=args.scenario))
     print(f"return {r['return']:.1f} over {r['steps']} steps; agreement with the expert {r['agreement_with_expert']:.1%}")
     for f in r["figures"]:
         print(f"wrote {f}")

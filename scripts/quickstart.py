@@ -7,7 +7,7 @@ import argparse
 from agents.env import CHECK_SEED
 from agents.quickstart import DISCRETE_TARGETS, QuickstartConfig, recipe_for
 from nac.heads import head_names
-from scripts.args import add_gap_flags, non_negative_float, non_negative_int, positive_float, positive_int
+from scripts.args import add_gap_flags, add_scenario_flag, non_negative_float, non_negative_int, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,6 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"{QuickstartConfig.dagger_perturb}: the run's own frame gaps, jitter=3 for NAC's gap mix; none: never)")
     p.add_argument("--dagger-minutes", type=positive_float, help="stop each round's training after this many minutes (default: no cap)")
     p.add_argument("--eval-episodes", type=positive_int, default=10, help="held-out evaluation episodes (default 10)")
+    add_scenario_flag(p, "the held-out seeds as well (one leaderboard each in the report, beside the clean one)", repeat=True)
     p.add_argument("--workers", type=non_negative_int, default=0, help="processes for driving (default: up to 2)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the whole job: demonstrations from seed 1000*S, training and "
                    "DAgger seeds (default 0); the held-out evaluation seeds stay 10000..")
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         train_epochs=args.train_epochs, lr=args.lr, val_fraction=args.val_fraction, train_minutes=args.train_minutes, stride_jitter=args.stride_jitter, regular_share=args.regular_share, dagger_rounds=args.dagger_rounds,
         dagger_until=args.dagger_until, dagger_check=args.dagger_check, dagger_max_rounds=args.dagger_max_rounds, dagger_episodes=args.dagger_episodes,
         dagger_epochs=args.dagger_epochs, dagger_average=args.dagger_average, dagger_minutes=args.dagger_minutes, dagger_beta=args.dagger_beta, dagger_takeover=args.dagger_takeover, dagger_perturb=args.dagger_perturb,
-        turn_weight=args.turn_weight, eval_episodes=args.eval_episodes, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
+        turn_weight=args.turn_weight, eval_episodes=args.eval_episodes, scenarios=args.scenario, workers=args.workers, max_steps=args.max_steps, seed=args.seed,
         **{k: v for k, v in (("discrete_target", args.discrete_target), ("rate_window", args.rate_window)) if v is not None},  # None: the default
     )
     result = quickstart(cfg)

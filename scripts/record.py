@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agents.experts import EXPERTS
-from scripts.args import non_negative_int, positive_int
+from scripts.args import add_scenario_flag, non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, default=1, help="consecutive seeds in one video (default 1)")
     p.add_argument("--no-saliency", action="store_true", help="leave out the saliency heatmap")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000)")
+    add_scenario_flag(p, "the episodes")
     p.add_argument("--out", required=True, metavar="FILE.mp4", help="the video file")
     p.set_defaults(func=run)
 
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     runs = [r for r in (args.run, args.compare) if r]
     cfg = RecordConfig(
         out=args.out, runs=runs, expert=args.expert, continuous=args.continuous, seed=args.seed,
-        episodes=args.episodes, max_steps=args.max_steps, saliency=not args.no_saliency,
+        episodes=args.episodes, max_steps=args.max_steps, saliency=not args.no_saliency, scenario=args.scenario,
     )
     result = record_video(cfg)
     for ep in result["episodes"]:

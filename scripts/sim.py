@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scripts.args import non_negative_int, positive_int
+from scripts.args import add_scenario_flag, non_negative_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="training mode with a bridge ('nacdrive drive RUN' at --host / --port): each step, with probability P "
                    "the car executes the bridge's reply instead of the expert's action, the label staying the expert's (DAgger: "
                    "the recording shows how to drive on from where the policy takes the car; default 0)")
+    add_scenario_flag(p, "the car (the stand-in's camera shows it)")
     p.add_argument("--json", metavar="FILE", help="autonomous mode: write the statistics, per-seed returns and the bridge's figures as JSON")
     p.set_defaults(func=run)
 
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from sim_bridge.carracing_sim import SimConfig, drive_autonomous, record_training, to_markdown
 
     cfg = SimConfig(host=args.host, port=args.port, seed=args.seed, episodes=args.episodes, max_steps=args.max_steps, record=args.record, noise=args.noise,
-                    policy_share=args.policy_share)
+                    policy_share=args.policy_share, scenario=args.scenario)
     if cfg.record:
         r = record_training(cfg)
         print(f"recorded {r['rows']} frames into {r['folder']} (driving_log.csv + IMG/)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nac.heads import head_names
 from nac.pilotnet import DENSE
-from scripts.args import add_ray_flag, non_negative_int, positive_float, positive_int
+from scripts.args import add_ray_flag, add_scenario_flag, non_negative_int, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,9 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--perturb", action="append", default=[], metavar="KIND=LEVEL",
                    help="also evaluate at this perturbation level (repeatable; see nacdrive evaluate --help), or in a scenario under it: "
                    "SCENARIO+KIND=LEVEL, e.g. color+jitter=3")
-    p.add_argument("--scenario", action="append", default=[], metavar="NAME",
-                   help="also evaluate in this generalization scenario (repeatable): color, color3, bar, blob, noise, domain-randomize "
-                   "(see nacdrive evaluate --help); the expert drives each as a reference, and the report sets the published scores beside them")
+    add_scenario_flag(p, "every run as well (the expert drives each as a reference, and the report sets the published scores beside them)", repeat=True)
     p.add_argument("--speed", type=positive_float, help="udacity: the bridge's target speed in mph (drive --speed; default: "
                    "the speed a run predicts, net.speed_output=true, else 15)")
     p.add_argument("--turn-slowdown", type=float, default=0.5, metavar="S", help="udacity, with --speed: the target drops by this share "

@@ -25,6 +25,7 @@ from agents.collect import SteeringDrift
 from agents.env import FAST_ID, car_state
 from agents.experts.track import TrackFollowingExpert
 from agents.rollout import SOLVED, run_episode, shares, summarize
+from agents.scenarios import CLEAN, check_scenario
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
 from sim_bridge.standin import STATS_EVENT, UnityLikeClient, telemetry_fields
@@ -54,8 +55,10 @@ class SimConfig:
     policy_share: float = 0.0  # training mode: each step, with this probability the car executes the reply of the bridge at
     # host:port (a trained policy driving, as in DAgger, Ross et al. 2011) instead of the expert's action; the label stays the
     # expert's, so the recording shows what to do in the places the policy drives itself into
+    scenario: str = CLEAN  # agents.scenarios: what the camera shows (a generalization test of a PilotNet run)
 
     def __post_init__(self) -> None:
+        check_scenario(self.scenario)
         need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
         need(self.episodes >= 1 and self.max_steps >= 1, "episodes and max-steps must be >= 1")
         need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
@@ -64,8 +67,8 @@ class SimConfig:
         need(self.record is not None or not (self.policy_share or self.noise), "--noise and --policy-share are for training mode (--record DIR)")
 
 
-def make_sim_env(max_steps: int) -> gym.Env:
-    return gym.make(FAST_ID, continuous=True, render_mode="rgb_array", max_episode_steps=max_steps)
+def make_sim_env(max_steps: int, scenario: str = CLEAN) -> gym.Env:
+    return gym.make(FAST_ID, continuous=True, render_mode="rgb_array", max_episode_steps=max_steps, scenario=scenario)
 
 
 def record_training(cfg: SimConfig) -> dict[str, Any]:
@@ -76,7 +79,7 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
         raise ConfigError(f"{out} is not empty; record into a new folder (nothing is ever overwritten)")
     client = connect(cfg) if cfg.policy_share else None
     (out / "IMG").mkdir(parents=True, exist_ok=True)
-    env = make_sim_env(cfg.max_steps)
+    env = make_sim_env(cfg.max_steps, cfg.scenario)
     rows = 0
     clock = datetime(2026, 1, 1)  # file names carry the time as the simulator's do; a new episode is a new session
     with open(out / "driving_log.csv", "w", newline="") as log:
@@ -176,7 +179,7 @@ def drive_autonomous(cfg: SimConfig) -> dict[str, Any]:
     """Autonomous mode: one telemetry -> one reply per step, through the bridge. Returns the
     closed-loop statistics (as `nacdrive evaluate` gives them) and the bridge's own view."""
     client = connect(cfg)
-    env = make_sim_env(cfg.max_steps)
+    env = make_sim_env(cfg.max_steps, cfg.scenario)
     seeds = list(range(cfg.seed, cfg.seed + cfg.episodes))
     driver = BridgeDriver(env, client)
     try:

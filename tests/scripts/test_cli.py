@@ -153,6 +153,8 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["evaluate", "agents/pretrained/nac", "--ray", "127.0.0.1:1"], "cannot reach the Ray cluster"),
         (["sim", "--port", "1"], "no bridge answers at 127.0.0.1:1"),
         (["drive", "/nonexistent", "--turn-slowdown", "1"], "turn slowdown must be in [0, 1) (got 1.0)"),
+        (["evaluate", "agents/pretrained/nac", "--scenario", "fog"], "unknown scenario 'fog'; choose from clean, color, color3, bar, blob, noise, domain-randomize"),
+        (["study", "--out", "/tmp/x", "--perturb", "colour+drop=0.2"], "unknown scenario or perturbation 'colour'"),
     ],
 )
 def test_bad_training_and_evaluation_input_is_one_line(argv, expected, capsys):
@@ -174,9 +176,11 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     again = _run(
         "quickstart", "--out", str(out), "--episodes", "2", "--train-minutes", "0.05", "--dagger-episodes", "2",
         "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40", "--seed", "1", "--dagger-until", "1",
-        "--dagger-average", "2",
+        "--dagger-average", "2", "--scenario", "bar",
     )
     assert again.returncode == 0, again.stderr[-2000:]  # a finished quick start is not redone, only re-reported
+    assert "In the scenario bar" in (out / "report.md").read_text()
+    assert {r["scenario"] for r in json.loads((out / "leaderboard.json").read_text())} == {"clean", "bar"}
     dag = json.loads((out / "nac" / "dagger.json").read_text())
     assert dag["rounds"][0]["trained"] and dag["rounds"][0]["seeds"] == [1_001_000, 1_001_001]  # --seed 1 moves every seed
     # 40-step episodes return a few points (their rollouts' mean above --dagger-until 1) and reach a few tiles of their track:
