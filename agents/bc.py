@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from agents.augment import augment
 from agents.env import SELECT_SEED, STATE_FIELDS, WHEEL_LIMIT, WHEEL_RATE, make_env, wheel_action
 from agents.policy import DrivingPolicy, resolve_device
 from agents.rollout import run_episode
@@ -206,20 +207,23 @@ def turn_rates(store: FrameStore) -> np.ndarray:
     return out
 
 
-def shifted(frames: Tensor, index: Tensor, chunk_of_row: np.ndarray, pad: int, rng: np.random.Generator) -> Tensor:
+def chunk_of_frames(n_frames: int, index: Tensor, chunk_of_row: np.ndarray) -> np.ndarray:
+    """(U,) the chunk of each of a batch's frames: that of the first window that uses it, so that a
+    window's frames take one chunk's random draws. index (n, W) into the frames."""
+    idx = index.cpu().numpy()
+    first_row = np.full(n_frames, idx.shape[0])
+    np.minimum.at(first_row, idx.ravel(), np.repeat(np.arange(idx.shape[0]), idx.shape[1]))
+    return chunk_of_row[np.minimum(first_row, idx.shape[0] - 1)]
+
+
+def shifted(frames: Tensor, chunk: np.ndarray, pad: int, rng: np.random.Generator) -> Tensor:
     """Random-shift augmentation (DrQ, Kostrikov et al. 2020; RAD, Laskin et al. 2020): each chunk of
     consecutive steps is moved by (dy, dx) in -pad..pad with its edge pixels repeated (replicate
-    padding, then the crop back to size). A frame takes the shift of the first window that uses it,
-    so a window's frames move together. frames (U, H, W, 3) uint8, index (n, W) into them.
-    Written here rather than taken from a library: torchvision's RandomCrop draws one shift per
-    call, not per group of frames, and would be one more dependency for eight lines."""
+    padding, then the crop back to size). frames (U, H, W, 3) uint8, chunk (U,) each one's chunk
+    (chunk_of_frames). Written here rather than taken from a library: torchvision's RandomCrop draws
+    one shift per call, not per group of frames, and would be one more dependency for eight lines."""
     u, h, w = frames.shape[:3]
-    n_chunks = int(chunk_of_row.max()) + 1
-    dy, dx = rng.integers(-pad, pad + 1, size=(2, n_chunks))
-    idx = index.cpu().numpy()
-    first_row = np.full(u, idx.shape[0])
-    np.minimum.at(first_row, idx.ravel(), np.repeat(np.arange(idx.shape[0]), idx.shape[1]))
-    chunk = chunk_of_row[first_row]  # (U,)
+    dy, dx = rng.integers(-pad, pad + 1, size=(2, int(chunk.max()) + 1))
     ys = np.clip(np.arange(h)[None, :] + dy[chunk][:, None], 0, h - 1)  # (U, H)
     xs = np.clip(np.arange(w)[None, :] + dx[chunk][:, None], 0, w - 1)  # (U, W)
     frames_idx = torch.arange(u, device=frames.device)[:, None, None]
@@ -416,7 +420,7 @@ class CarRacingTask:
         self.batches = Batches(self.train_windows, cfg.chunk, cfg.batch_size, self.class_weights[classes] if self.balance == "sampler" else None,
                                targets)
         self.seed = cfg.seed
-        self.stride_jitter, self.regular_share, self.shift = cfg.stride_jitter, cfg.regular_share, cfg.shift
+        self.stride_jitter, self.regular_share, self.shift, self.augment = cfg.stride_jitter, cfg.regular_share, cfg.shift, cfg.augment
         self.arrival = arrival_back(self.train_windows.store, SAW, net_cfg.window) if cfg.arrival_windows else None
         self.loss_kind = cfg.loss
         self.select_seeds = list(range(SELECT_SEED, SELECT_SEED + cfg.select_episodes))
@@ -444,9 +448,12 @@ class CarRacingTask:
             if has.any():  # the windows the policy saw, where it decided
                 back = arrival if back is None else np.where(has[:, None], arrival, back)
         batch = self.batches.batch(rows, device, back)
-        if self.shift:
+        if self.shift or self.augment != "none":
             chunk_of_row = np.repeat(np.arange(len(chunks)), self.batches.lengths[chunks])
-            batch["frames"] = shifted(batch["frames"], batch["index"], chunk_of_row, self.shift, np.random.default_rng([self.seed, epoch, b, 1]))
+            chunk = chunk_of_frames(len(batch["frames"]), batch["index"], chunk_of_row)
+            if self.shift:
+                batch["frames"] = shifted(batch["frames"], chunk, self.shift, np.random.default_rng([self.seed, epoch, b, 1]))
+            batch["frames"] = augment(batch["frames"], chunk, self.augment, np.random.default_rng([self.seed, epoch, b, 2]))
         return batch
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:

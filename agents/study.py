@@ -76,6 +76,7 @@ class Recipe(ConfigDict):
     regular_share: float | None = None  # ... except this share of them; None: the recipe's for the head (agents.bc.frame_gaps)
     arrival_windows: bool = False  # DAgger rows a perturbed policy decided on train on the windows it saw (train --arrival-windows)
     shift: int = 0  # random image shifts of up to this many pixels (train --shift)
+    augment: str = "none"  # an augmentation against visual shift (train --augment; agents.augment)
     select_episodes: int = 0  # > 0: best weights by closed-loop return over this many episodes (train --select-episodes)
     lr: float = 1e-4  # Adam learning rate
     ema: float = 0.0  # > 0: keep and judge a moving average of the weights, this decay per step (train --ema)
@@ -106,7 +107,7 @@ class Recipe(ConfigDict):
                                       val_fraction=self.val_fraction, seed=seed, device=device)
         if task == "udacity":
             return TrainConfig(**common, net=dict(self.net))
-        return TrainConfig(**common, window=self.window, **frame_gaps(head, continuous, self.stride_jitter, self.regular_share), shift=self.shift,
+        return TrainConfig(**common, window=self.window, **frame_gaps(head, continuous, self.stride_jitter, self.regular_share), shift=self.shift, augment=self.augment,
                            arrival_windows=self.arrival_windows,
                            select_episodes=self.select_episodes, select_steps=max_steps, loss=self.loss, balance=self.balance, turn_weight=self.turn_weight,
                            net={"use_time": True, **self.net})
@@ -131,7 +132,7 @@ LEGACY_RECIPE: dict[str, Any] = {
 # without them was trained by (a field whose default is not the old behaviour must be named here), or a function of the
 # stored recipe giving it: DAgger's check changed what dagger_until judges, and means nothing without it, so a study that
 # never used until continues under today's default
-ADDED_FIELDS: dict[str, Any] = {"dagger_perturb": "none", "arrival_windows": False,
+ADDED_FIELDS: dict[str, Any] = {"dagger_perturb": "none", "arrival_windows": False, "augment": "none",
                                 "dagger_check": lambda recipe: 0 if recipe.get("dagger_until") else DaggerConfig.check}
 
 

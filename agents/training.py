@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
+from agents.augment import check_augment
 from agents.distributed import Dist, any_process, barrier
 from agents.env import EPISODE_STEPS
 from nac.checkpoint import write_json
@@ -64,6 +65,8 @@ class TrainConfig:
     arrival_windows: bool = False  # carracing: a row a policy decided on in a perturbed DAgger rollout is trained on the
     # window it saw there, with the gaps the frames really came at (datasets.windows.arrival_back), not on gaps drawn afresh
     shift: int = 0  # carracing: random image shifts of up to this many pixels (DrQ / RAD), one per chunk of steps
+    augment: str = "none"  # carracing: an augmentation against visual shift, drawn per chunk of steps (agents.augment.AUGMENTS:
+    # jitter, randconv, overlay)
     select_episodes: int = 0  # carracing: > 0 keeps as best the weights that drive best over this many closed-loop
     # episodes (seeds SELECT_SEED.., the same at every validation), not those with the lowest validation loss
     select_steps: int = EPISODE_STEPS  # steps per selection episode (default: a whole episode)
@@ -104,6 +107,7 @@ class TrainConfig:
              f"--arrival-windows cuts the windows a policy saw step by step, so it needs --stride 1 (got {self.frame_stride})")
         need(self.select_episodes >= 0 and self.select_steps >= 1, "select_episodes must be >= 0 and select_steps >= 1")
         need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
+        check_augment(self.augment)
         need(self.regular_share is None or 0.0 <= self.regular_share <= 1.0, f"regular share must be in [0, 1] (got {self.regular_share})")
         need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
         need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")

@@ -39,6 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arrival-windows", action="store_true",
                    help="with DAgger rollouts driven under a perturbation (dagger --perturb): train each step the policy decided on "
                    "on the window it saw there, the frames with the gaps they really came at, instead of gaps drawn afresh (needs --stride 1)")
+    p.add_argument("--augment", default="none", choices=("none", "jitter", "randconv", "overlay"),
+                   help="an augmentation against visual shift, drawn per chunk of steps on half of them, on the scene above the "
+                   "instrument strip: jitter (brightness, contrast, saturation, hue), randconv (a random 3x3 convolution, Lee et al. "
+                   "2020), overlay (blended with a random 1/f picture, as SODA / SVEA overlay images); default none")
     p.add_argument("--shift", type=int, default=0, metavar="S",
                    help="augment frames by random shifts of up to S pixels (edges repeated; the same shift for a chunk of "
                    "consecutive steps, so a window's frames move together; DrQ / RAD use 4 on 84-pixel frames; default 0). "
@@ -126,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if args.nac:
         net["nac"] = dict(args.nac)
     cfg = TrainConfig(
-        data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter, regular_share=args.regular_share, arrival_windows=args.arrival_windows, shift=args.shift, select_episodes=args.select_episodes,
+        data=args.data, out=args.out, task=args.task, head=args.head, window=args.window, frame_stride=args.stride, stride_jitter=args.stride_jitter, regular_share=args.regular_share, arrival_windows=args.arrival_windows, shift=args.shift, augment=args.augment, select_episodes=args.select_episodes,
         epochs=args.epochs, minutes=args.minutes, batch_size=args.batch_size, lr=args.lr, ema=args.ema, chunk=args.chunk,
         balance=args.balance, loss=args.loss, turn_weight=args.turn_weight, val_fraction=args.val_fraction, folds=args.folds, device=args.device,
         seed=args.seed, net=net, init_from=args.init_from,

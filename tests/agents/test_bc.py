@@ -514,15 +514,17 @@ def test_random_shift_moves_a_chunks_frames_together_with_edges_repeated():
     # two chunks of two windows each (W = 3): frames 0..3 belong to chunk 0, frames 3..5 to chunk 1
     index = torch.tensor([[0, 1, 2], [1, 2, 3], [3, 4, 5], [4, 5, 5]])
     chunk_of_row = np.array([0, 0, 1, 1])
-    out = bc.shifted(frames, index, chunk_of_row, 3, np.random.default_rng(5))
+    chunk = bc.chunk_of_frames(len(frames), index, chunk_of_row)
+    assert chunk.tolist() == [0, 0, 0, 0, 1, 1]  # frame 3 is first used by chunk 0's second window
+    out = bc.shifted(frames, chunk, 3, np.random.default_rng(5))
     dy, dx = np.random.default_rng(5).integers(-3, 4, size=(2, 2))
     assert out.shape == frames.shape and out.dtype == torch.uint8
     padded = np.pad(frames.numpy(), ((0, 0), (3, 3), (3, 3), (0, 0)), mode="edge")
-    for u, c in enumerate([0, 0, 0, 0, 1, 1]):  # frame 3 is first used by chunk 0's second window
+    for u, c in enumerate(chunk):
         crop = padded[u, 3 + dy[c] : 3 + dy[c] + 12, 3 + dx[c] : 3 + dx[c] + 10]
         assert np.array_equal(out[u].numpy(), crop), u
     assert (dy != 0).any() or (dx != 0).any()  # the check above compared real shifts
-    assert torch.equal(bc.shifted(frames, index, chunk_of_row, 0, np.random.default_rng(5)), frames)
+    assert torch.equal(bc.shifted(frames, chunk, 0, np.random.default_rng(5)), frames)
 
 
 def test_training_with_shift_sees_shifted_frames_and_keeps_its_labels(tmp_path, tiny_demos_continuous):
@@ -536,6 +538,10 @@ def test_training_with_shift_sees_shifted_frames_and_keeps_its_labels(tmp_path, 
     assert a["frames"].shape == b["frames"].shape and not torch.equal(a["frames"], b["frames"])
     with pytest.raises(ConfigError, match="shift must be in 0..16"):
         TrainConfig(data=["x"], out="y", shift=40)
+    for kind in ("jitter", "randconv", "overlay"):  # an augmentation changes the scene of some frames, never the labels
+        c = bc.CarRacingTask(dataclasses.replace(cfg, shift=0, augment=kind), demos, resume=False).batch(0, 0, torch.device("cpu"))
+        assert torch.equal(c["actions"], b["actions"]) and torch.equal(c["frames"][:, 84:], b["frames"][:, 84:])
+        assert not torch.equal(c["frames"], b["frames"]), kind
 
 
 def test_closed_loop_selection_keeps_the_weights_that_drove_best(tmp_path, tiny_demos_continuous):

@@ -1,0 +1,70 @@
+"""Augmentations against visual shift: per chunk of steps, on the scene only, on about half the chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from agents.augment import AUGMENTS, SCENE_ROWS, augment, pink_pictures
+from nac.config import ConfigError
+
+
+def _frames(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    base = rng.integers(40, 215, size=(1, 96, 96, 3), dtype=np.uint8)
+    frames = np.repeat(base, n, axis=0)  # identical frames: any difference is the augmentation's
+    return torch.from_numpy(frames), np.repeat(np.arange(n // 4), 4)  # ten chunks of four frames
+
+
+@pytest.mark.parametrize("kind", [k for k in AUGMENTS if k != "none"])
+def test_an_augmentation_changes_whole_chunks_of_the_scene_and_never_the_strip(kind):
+    frames, chunk = _frames()
+    out = augment(frames, chunk, kind, np.random.default_rng(3))
+    assert out.dtype == torch.uint8 and out.shape == frames.shape
+    assert torch.equal(out[:, SCENE_ROWS:], frames[:, SCENE_ROWS:])  # the instruments untouched
+    changed = (out != frames).flatten(1).any(1).numpy()
+    per_chunk = changed.reshape(10, 4)
+    assert (per_chunk.all(1) | ~per_chunk.any(1)).all()  # a chunk is changed whole or not at all
+    assert 1 <= per_chunk.all(1).sum() <= 9  # about half of them (SHARE)
+    for c in np.flatnonzero(per_chunk.all(1)):  # a chunk's frames changed alike (one draw per chunk)
+        assert all(torch.equal(out[4 * c], out[4 * c + k]) for k in range(1, 4))
+    assert torch.equal(augment(frames, chunk, kind, np.random.default_rng(3)), out)  # from the generator alone
+    assert torch.equal(augment(frames, chunk, "none", np.random.default_rng(3)), frames)
+
+
+def test_jitter_moves_the_colours_visibly():
+    frames, chunk = _frames()
+    out = augment(frames, chunk, "jitter", np.random.default_rng(1)).float()
+    diff = (out - frames.float())[:, :SCENE_ROWS].abs().mean(dim=(1, 2, 3))
+    assert diff.max() > 5  # brightness, contrast, saturation and hue move the colours visibly
+
+
+def test_randconv_mixes_neighbouring_pixels():
+    frames, chunk = _frames()
+    frames[:, :SCENE_ROWS] = 0
+    frames[:, 40, 40] = 255  # one white pixel: a 3 x 3 convolution spreads it to its neighbours
+    out = augment(frames, chunk, "randconv", np.random.default_rng(2))
+    picked = (out != frames).flatten(1).any(1)
+    spread = (out[picked][:, 39:42, 39:42] > 0).flatten(1).sum(1)
+    assert (spread > 1).all() and (out[picked][:, :30, :30] == 0).all()  # spread locally, nothing elsewhere
+
+
+def test_overlay_pictures_have_a_natural_spectrum_and_blend_half():
+    pics = pink_pictures(4, 64, 64, np.random.default_rng(0))
+    assert pics.shape == (4, 64, 64, 3) and pics.min() == 0 and pics.max() == 1
+    power = np.abs(np.fft.rfft2(pics[..., 0])) ** 2  # (4, 64, 33)
+    low, high = power[:, 1:4, 1:4].mean(), power[:, 20:30, 20:30].mean()
+    assert low > 20 * high  # 1/f: far more power at low frequencies than white noise's flat spectrum
+    frames, chunk = _frames()
+    out = augment(frames, chunk, "overlay", np.random.default_rng(4)).float()
+    picked = (out != frames.float()).flatten(1).any(1)
+    blended = (out[picked][:, :SCENE_ROWS] - 0.5 * frames.float()[picked][:, :SCENE_ROWS]) / 127.5  # the picture, 0..1
+    assert blended.min() >= -0.01 and blended.max() <= 1.01
+
+
+def test_a_bad_augmentation_is_refused():
+    from agents.training import TrainConfig
+
+    with pytest.raises(ConfigError, match="augment must be one of none, jitter, randconv, overlay"):
+        TrainConfig(data=["x"], out="y", augment="mixup")
