@@ -14,7 +14,7 @@ import numpy as np
 
 from agents.env import ACTIONS, EPISODE_STEPS, FAST_ID, FPS, RENDERER, STATE_FIELDS, car_state, make_env
 from agents.experts import check_expert, make_expert
-from agents.executor import ExecutorConfig
+from agents.executor import ExecutorConfig, storage_path
 from agents.rollout import EpisodeResult, parallel_map, run_episode
 from datasets.demos import DataError, DemoSet, Episode, write_episode
 from nac.config import ConfigError
@@ -36,6 +36,7 @@ class CollectConfig:
     noise: float = 0.0  # continuous: std of a drift added to the steering the car executes, not to the label (DART)
 
     def __post_init__(self) -> None:
+        self.out = storage_path(self.out, self.ray)
         check_expert(self.expert, self.model, self.continuous)  # name, model file, action space: before any worker starts
         if self.episodes < 1:
             raise ConfigError(f"episodes must be >= 1 (got {self.episodes})")
@@ -228,7 +229,7 @@ def collect(cfg: CollectConfig) -> dict[str, Any]:
             parallel_map(
                 partial(record_episode, cfg),
                 todo,
-                ExecutorConfig(cfg.workers, cfg.ray),
+                ExecutorConfig(cfg.workers, cfg.ray, shared=(cfg.out,)),
                 desc=f"recording {cfg.expert}",
                 on_result=demos.add,
                 postfix=lambda done: {

@@ -35,7 +35,7 @@ from agents.env import CHECK_SEED, EPISODE_STEPS, OffRoadLimit, make_env, wheels
 from agents.evaluate import EvaluateConfig, evaluate
 from agents.experts import check_expert, make_expert
 from agents.policy import DrivingPolicy
-from agents.executor import ExecutorConfig
+from agents.executor import ExecutorConfig, storage_path
 from agents import perturb as perturbations
 from agents.rollout import parallel_map, run_episode
 from datasets.demos import DemoSet
@@ -101,6 +101,7 @@ class DaggerConfig:
     # (docs/results.md, 'Perturbed DAgger rollouts')
 
     def __post_init__(self) -> None:
+        self.run = storage_path(self.run, self.ray)
         check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
         need(self.rounds >= 1, f"rounds must be >= 1 (got {self.rounds})")
         need(self.until >= 0, f"until must be >= 0 (a return; 0: no extra rounds; got {self.until})")
@@ -353,7 +354,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
             parallel_map(
                 partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps, cfg.takeover, spec),
                 todo,
-                ExecutorConfig(cfg.workers, cfg.ray),
+                ExecutorConfig(cfg.workers, cfg.ray, shared=(str(run),)),
                 desc=f"DAgger round {r} rollouts (beta {beta:.2f})",
                 on_result=demos.add,
                 postfix=lambda done: {"mean return": f"{np.mean([e['return'] for e in done]):.1f}"},

@@ -20,7 +20,7 @@ from agents import perturb, scenarios
 from agents.env import EPISODE_STEPS, RENDERER, SELECT_SEED, check_renderer, make_env
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
-from agents.executor import ExecutorConfig
+from agents.executor import ExecutorConfig, storage_path
 from agents.rollout import EpisodeResult, parallel_map, run_episode, run_episodes, shares, summarize
 from nac.checkpoint import load_checkpoint, write_json
 from nac.config import ConfigError, need
@@ -45,6 +45,7 @@ class EvaluateConfig:
 
     def __post_init__(self) -> None:
         need(bool(self.runs), "give at least one run folder")
+        self.runs = [storage_path(r, self.ray) for r in self.runs]
         check_renderer(self.renderer)
         scenarios.check_scenario(self.scenario)
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
@@ -226,7 +227,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
 
     try:
         parallel_map(
-            drive, jobs, ExecutorConfig(cfg.workers, cfg.ray), desc="evaluating", on_result=keep,
+            drive, jobs, ExecutorConfig(cfg.workers, cfg.ray, shared=tuple(cfg.runs)), desc="evaluating", on_result=keep,
             postfix=lambda done: {"mean": f"{np.mean([r[1].episode_return for outs in done for r in outs]):.1f}"},
         )
     except KeyboardInterrupt as exc:

@@ -13,14 +13,23 @@ argument and receive results as they finish; none of them starts a pool of its o
 
 A task's result arrives exactly once, with the key it was submitted under, so callers that keep
 results by key (study.json) never count one twice, whichever path ran it.
+
+Storage on a cluster: tasks read and write their folders (demonstrations, run folders, a study's
+folder) by path, so every node must see those folders at the same absolute path, as Ray Train's
+`storage_path` asks (a shared filesystem: NFS, a cloud bucket mounted alike on every node). The
+Ray path checks it before the first task (ExecutorConfig.shared): a task pinned to each node reads
+a mark the driver wrote, and a node that cannot is named in a one-line error (docs/cluster.md).
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Hashable, Iterator
 
 from nac.config import ConfigError, need
@@ -47,6 +56,7 @@ class ExecutorConfig:
     workers: int = 0  # local processes; 0 = up to 2, 1 = in this process
     ray: str | None = None  # Ray cluster address ("auto", "ray://host:10001"), "local" for a new local instance; None: no Ray
     retries: int = 2  # a task whose worker died is run again up to this many times
+    shared: tuple[str, ...] = ()  # absolute folders the tasks read and write: on Ray, every node must see them (checked at start)
 
     def __post_init__(self) -> None:
         need(self.workers >= 0, f"workers must be >= 0 (got {self.workers})")
@@ -197,6 +207,38 @@ class RayExecutor(Executor):
     def gpus_available(self) -> float:
         return float(self.ray.cluster_resources().get("GPU", 0.0))
 
+    def check_shared(self, folders: list[Path]) -> None:
+        """Every live node sees each folder at the same path and can write there, or a ConfigError
+        naming the first node that cannot (one task pinned to each node, needing no CPU)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        token = uuid.uuid4().hex
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / SHARED_MARK).write_text(token)
+        nodes = [n for n in self.ray.nodes() if n.get("Alive")]
+        asked = {}
+        for node in nodes:
+            for folder in folders:
+                strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+                ref = self._call.options(num_cpus=0, scheduling_strategy=strategy, max_retries=0).remote(_sees, (str(folder), token))
+                asked[ref] = (node, folder)
+        done, late = self.ray.wait(list(asked), num_returns=len(asked), timeout=CHECK_SECONDS)
+        problems = []
+        for ref in done:
+            node, folder = asked[ref]
+            try:
+                host, wrong = self.ray.get(ref)
+            except Exception as exc:  # the node died or could not run the check
+                host, wrong = node.get("NodeManagerHostname", "?"), f"the check failed ({type(exc).__name__})"
+            if wrong:
+                problems.append(f"node {node.get('NodeManagerAddress')} ({host}, id {node['NodeID'][:8]}): {wrong}")
+        problems += [f"node {asked[ref][0].get('NodeManagerAddress')} (id {asked[ref][0]['NodeID'][:8]}): no answer in "
+                     f"{CHECK_SECONDS:.0f} s about {asked[ref][1]}" for ref in late]
+        if problems:
+            raise ConfigError(f"{problems[0]}{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}; every node of a Ray "
+                              "cluster must see the folders the tasks use at the same absolute path (a shared filesystem; docs/cluster.md)")
+
 
 def _check_reachable(address: str) -> None:
     """Fail in seconds, not minutes: ray.init waits a long time for a head that is not there."""
@@ -216,10 +258,44 @@ def _call(fn: Callable[[Any], Any], arg: Any) -> Any:
     return fn(arg)
 
 
+SHARED_MARK = ".nacdrive-shared"  # the file a storage check writes in each shared folder, and each node reads
+CHECK_SECONDS = 120.0  # how long the storage check waits for every node's answer
+
+
+def storage_path(path: str | Path, ray: str | None) -> str:
+    """A folder as tasks should get it: absolute on Ray (a node's working directory is not the
+    driver's), as given otherwise."""
+    return str(Path(path).resolve()) if ray is not None else str(path)
+
+
+def _sees(job: tuple[str, str]) -> tuple[str, str | None]:
+    """On one node: whether it sees the folder `path` with the driver's mark in it and can write
+    there -> (this host's name, None or what is wrong)."""
+    path, token = job
+    mark = Path(path) / SHARED_MARK
+    try:
+        seen = mark.read_text()
+    except OSError as exc:
+        return socket.gethostname(), f"cannot read {mark} ({exc.strerror or exc})"
+    if seen != token:
+        return socket.gethostname(), f"{path} there is another folder (its {SHARED_MARK} is not the driver's)"
+    probe = Path(path) / f"{SHARED_MARK}-{uuid.uuid4().hex}"
+    try:
+        probe.write_text(token)
+        probe.unlink()
+    except OSError as exc:
+        return socket.gethostname(), f"cannot write in {path} ({exc.strerror or exc})"
+    return socket.gethostname(), None
+
+
 def make_executor(cfg: ExecutorConfig, tasks: int | None = None) -> Executor:
-    """The executor `cfg` names; with `tasks` known, never more local workers than tasks."""
+    """The executor `cfg` names; with `tasks` known, never more local workers than tasks. On Ray,
+    every node is checked to see cfg.shared first."""
     if cfg.ray is not None:
-        return RayExecutor(cfg.ray, cfg.retries)
+        ex = RayExecutor(cfg.ray, cfg.retries)
+        if cfg.shared:
+            ex.check_shared([Path(p) for p in cfg.shared])
+        return ex
     workers = cfg.workers or default_workers()
     if tasks is not None:
         workers = min(workers, max(1, tasks))

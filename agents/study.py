@@ -34,7 +34,7 @@ from agents.collect import CollectConfig, collect
 from agents.dagger import FIRST_SEED, DaggerConfig, dagger
 from agents.env import EPISODE_STEPS, RENDERER
 from agents.evaluate import DriveJob, EvaluateConfig, describe_run, drive
-from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor
+from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor, storage_path
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.rollout import EpisodeResult
 from agents.study_report import UDACITY_FIELDS
@@ -185,6 +185,7 @@ class StudyConfig:
     turn_slowdown: float = 0.5  # udacity: the share by which a fixed target drops at full steering lock (drive --turn-slowdown)
 
     def __post_init__(self) -> None:
+        self.out = storage_path(self.out, self.ray)
         need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
         need(bool(self.heads), "give at least one head")
         allowed = [*HEADS, DENSE] if self.task == "udacity" else list(HEADS)
@@ -462,7 +463,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
 
     # 2. the task list: training runs not finished, episodes not driven
     seeds = cfg.eval_seeds()
-    executor = make_executor(ExecutorConfig(cfg.workers, cfg.ray))
+    executor = make_executor(ExecutorConfig(cfg.workers, cfg.ray, shared=(cfg.out,)))
     ray_gpus = executor.gpus_available() if isinstance(executor, RayExecutor) else 0.0
     capacity = executor.capacity
 
