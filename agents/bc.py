@@ -19,7 +19,8 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from agents.augment import augment
-from agents.env import SELECT_SEED, STATE_FIELDS, WHEEL_LIMIT, WHEEL_RATE, make_env, wheel_action
+from agents.seeds import SELECT_SEED
+from agents.env import STATE_FIELDS, WHEEL_LIMIT, WHEEL_RATE, make_env, wheel_action
 from agents.policy import DrivingPolicy, resolve_device
 from agents.rollout import run_episode
 from agents.distributed import init_distributed

@@ -31,7 +31,8 @@ from safetensors.torch import load_file, save_file
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.collect import Recorder, demo_header, save_recording
-from agents.env import CHECK_SEED, EPISODE_STEPS, OffRoadLimit, make_env, wheels_off_road
+from agents.seeds import CHECK_SEED, DAGGER_SEED
+from agents.env import EPISODE_STEPS, OffRoadLimit, make_env, wheels_off_road
 from agents.evaluate import EvaluateConfig, evaluate
 from agents.experts import check_expert, make_expert
 from agents.policy import DrivingPolicy
@@ -42,7 +43,7 @@ from datasets.demos import DemoSet
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
 
-FIRST_SEED = 1_000_000  # DAgger rollouts use seeds from here on, far from collection and evaluation
+FIRST_SEED = DAGGER_SEED  # DAgger rollouts use seeds from here on (agents.seeds)
 # A check episode that reached fewer of its track's tiles than this lost the track (off the road for good, turned round, stalled):
 # within 1000 steps a policy that drives every bend ends its lap, or on the longest tracks a few tiles short of it (96-98 % on
 # check seed 30011, where the discrete expert itself finishes at step 992), and a lap lost to one skipped tile still reaches 99 %;

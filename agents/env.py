@@ -13,6 +13,7 @@ from gymnasium.envs.box2d.car_racing import CarRacing
 from gymnasium.wrappers import TimeLimit
 from pygame import gfxdraw
 
+from agents.seeds import CHECK_SEED, SELECT_SEED  # noqa: F401 (imported from here by older code)
 from agents.render import DirectRenderer, blit_array, draw_scenario, road_polygons, view
 from agents.scenarios import CLEAN, Scenario
 from nac.config import need
@@ -26,9 +27,6 @@ RENDERERS = ("direct", "gymnasium")
 RENDERER = "direct"
 FPS = 50  # CarRacing's physics and frame rate (gymnasium.envs.box2d.car_racing.FPS)
 EPISODE_STEPS = 1000  # gymnasium's TimeLimit for CarRacing-v3
-SELECT_SEED = 20_000  # closed-loop checkpoint selection (train --select-episodes) drives seeds from here: apart from
-# demonstrations (0..), the held-out seeds of evaluations (10000..) and DAgger's rollouts (1 000 000..)
-CHECK_SEED = 30_000  # DAgger's check of a round's trained weights (dagger --check) drives seeds from here, apart from all those
 # Discrete actions of CarRacing-v3 (note: 1 steers RIGHT, 2 LEFT; gas is only 0.2).
 ACTIONS = ("noop", "right", "left", "gas", "brake")
 WHEEL_LIMIT = 0.4  # the front-wheel joint's limit, radians

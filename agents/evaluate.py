@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from agents import perturb, scenarios
-from agents.env import EPISODE_STEPS, RENDERER, SELECT_SEED, check_renderer, make_env
+from agents.env import EPISODE_STEPS, RENDERER, check_renderer, make_env
+from agents.seeds import HELD_OUT_SEED, SELECT_SEED
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
 from agents.executor import ExecutorConfig, storage_path
@@ -30,7 +31,7 @@ from nac.config import ConfigError, need
 class EvaluateConfig:
     runs: list[str]  # run folders (nacdrive train / dagger)
     episodes: int = 50  # episodes per run
-    seed_start: int = 10000  # seeds seed_start, seed_start + 1, ... (none may be a training seed)
+    seed_start: int = HELD_OUT_SEED  # seeds seed_start, seed_start + 1, ... (none may be a training seed)
     workers: int = 0  # processes; 0 = up to 2
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     weights: str = "best"  # which weights of each run: best (validation) or last

@@ -24,6 +24,7 @@ import torch
 from agents.bc import CLASSES, action_classes
 from agents.env import make_env
 from agents.scenarios import CLEAN
+from agents.seeds import HELD_OUT_SEED
 from agents.experts import make_expert
 from agents.policy import DrivingPolicy
 from agents.saliency import saliency
@@ -37,7 +38,7 @@ COLOURS = {"noop": "#999999", "right": "#d62728", "left": "#1f77b4", "gas": "#2c
 class ExplainConfig:
     run: str
     out: str
-    seed: int = 10000
+    seed: int = HELD_OUT_SEED
     max_steps: int = 1000
     scenario: str = CLEAN  # agents.scenarios: what the frames show
     saliency_frames: int = 12  # frames of the saliency grid, evenly spaced over the episode

@@ -19,7 +19,7 @@ from agents.bc import frame_gaps
 from agents.tasks import train
 from agents.training import TrainConfig
 from agents.collect import CollectConfig, collect
-from agents.env import CHECK_SEED
+from agents.seeds import CHECK_SEED, HELD_OUT_SEED
 from agents.dagger import FIRST_SEED, DaggerConfig, check_worst, dagger, recipe_beta, rollout_returns
 from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from agents.scenarios import CLEAN, check_scenario
@@ -104,7 +104,7 @@ class QuickstartConfig:
     eval_episodes: int = 10  # held-out seeds from eval_seed_start
     scenarios: list[str] = field(default_factory=list)  # the report also drives those seeds in these generalization scenarios
     # (agents.scenarios), one leaderboard each beside the clean one
-    eval_seed_start: int = 10000
+    eval_seed_start: int = HELD_OUT_SEED
     workers: int = 0  # processes for driving; 0 = up to 2
     max_steps: int = 1000  # steps per episode (CarRacing's limit)
     seed: int = 0  # one seed for the whole job: demonstrations from seed 1000 * S, training seed S, DAgger rollouts from 1 000 000 + 1000 * S

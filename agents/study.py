@@ -33,6 +33,7 @@ from agents.bc import frame_gaps, net_config
 from agents.collect import CollectConfig, collect
 from agents.dagger import FIRST_SEED, DaggerConfig, dagger
 from agents.env import EPISODE_STEPS, RENDERER
+from agents.seeds import HELD_OUT_SEED
 from agents.evaluate import DriveJob, EvaluateConfig, describe_run, drive
 from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor, storage_path
 from agents.expert_eval import ExpertEvalConfig, evaluate_expert
@@ -175,7 +176,7 @@ class StudyConfig:
     expert: str = "track"  # who demonstrates and labels DAgger rollouts
     episodes: int = 50  # held-out episodes per run at the clean level
     perturb_episodes: int | None = None  # per run at each level with a perturbation: the first ones of those seeds (None: episodes)
-    seed_start: int = 10000  # held-out seeds seed_start ..
+    seed_start: int = HELD_OUT_SEED  # held-out seeds seed_start ..
     levels: list[str] = field(default_factory=lambda: [CLEAN])  # conditions: "none" (clean), a scenario (agents.scenarios), a
     # perturbation (agents.perturb) or SCENARIO+PERTURBATION (agents.perturb.parse_level)
     max_steps: int = EPISODE_STEPS  # steps per episode

@@ -22,6 +22,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from agents.env import ACTIONS, FPS, car_state, make_env
 from agents.scenarios import CLEAN
+from agents.seeds import HELD_OUT_SEED
 from agents.experts import make_expert
 from agents.policy import DrivingPolicy
 from agents.saliency import saliency
@@ -214,7 +215,7 @@ class RecordConfig:
     runs: list[str] = field(default_factory=list)  # one run, or two to compare side by side
     expert: str | None = None  # or an expert ("track") instead of / beside a run
     continuous: bool = False  # the expert's action space (runs bring their own)
-    seed: int = 10000
+    seed: int = HELD_OUT_SEED
     episodes: int = 1  # consecutive seeds, one after another in the same video
     max_steps: int = 1000
     saliency: bool = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agents.dagger import LOST_TILES, DaggerConfig, check_worst, recipe_beta
-from agents.env import CHECK_SEED
+from agents.seeds import CHECK_SEED
 from agents.experts import EXPERTS
 from scripts.args import add_ray_flag, non_negative_float, non_negative_int, positive_float, positive_int
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from agents.seeds import HELD_OUT_SEED
 from scripts.args import add_ray_flag, add_scenario_flag, non_negative_int, positive_int
 
 
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (nacdrive train / dagger, or agents/pretrained/<head>)")
     p.add_argument("--episodes", type=positive_int, default=50, help="episodes per run (default 50)")
-    p.add_argument("--seed-start", type=non_negative_int, default=10000, help="first seed (default 10000)")
+    p.add_argument("--seed-start", type=non_negative_int, default=HELD_OUT_SEED, help=f"first seed (default {HELD_OUT_SEED}; none may be a seed the run trained on)")
     p.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
     add_ray_flag(p, "the episodes")
     p.add_argument("--weights", default="best", choices=("best", "last"), help="best (validation) or last weights")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from agents.seeds import HELD_OUT_SEED
 from scripts.args import add_scenario_flag, non_negative_int, positive_int
 
 
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("run", metavar="RUN", help="run folder")
-    p.add_argument("--seed", type=non_negative_int, default=10000, help="track seed (default 10000)")
+    p.add_argument("--seed", type=non_negative_int, default=HELD_OUT_SEED, help=f"track seed (default {HELD_OUT_SEED}, the first held-out one)")
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the figures")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps of the episode (default 1000)")
     add_scenario_flag(p, "the episode")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agents.env import CHECK_SEED
+from agents.seeds import CHECK_SEED, HELD_OUT_SEED
 from agents.quickstart import DISCRETE_TARGETS, QuickstartConfig, recipe_for
 from nac.heads import head_names
 from scripts.args import add_gap_flags, add_scenario_flag, non_negative_float, non_negative_int, positive_float, positive_int
@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scenario_flag(p, "the held-out seeds as well (one leaderboard each in the report, beside the clean one)", repeat=True)
     p.add_argument("--workers", type=non_negative_int, default=0, help="processes for driving (default: up to 2)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the whole job: demonstrations from seed 1000*S, training and "
-                   "DAgger seeds (default 0); the held-out evaluation seeds stay 10000..")
+                   f"DAgger seeds (default 0); the held-out evaluation seeds stay {HELD_OUT_SEED}..")
     p.add_argument("--max-steps", type=positive_int, default=1000, help=argparse.SUPPRESS)  # tests: short episodes
     p.set_defaults(func=run)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agents.experts import EXPERTS
+from agents.seeds import HELD_OUT_SEED
 from scripts.args import add_scenario_flag, non_negative_int, positive_int
 
 
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--udacity", metavar="DIR", help="render a recorded Udacity drive (driving_log.csv + IMG/) instead")
     p.add_argument("--continuous", action="store_true", help="the expert's action space when no run is given")
     p.add_argument("--compare", metavar="RUN", help="a second run, side by side on the same seed")
-    p.add_argument("--seed", type=non_negative_int, default=10000, help="track seed (default 10000)")
+    p.add_argument("--seed", type=non_negative_int, default=HELD_OUT_SEED, help=f"track seed (default {HELD_OUT_SEED}, the first held-out one)")
     p.add_argument("--episodes", type=positive_int, default=1, help="consecutive seeds in one video (default 1)")
     p.add_argument("--no-saliency", action="store_true", help="leave out the saliency heatmap")
     p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000)")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from nac.heads import head_names
 from nac.pilotnet import DENSE
+from agents.seeds import HELD_OUT_SEED
 from scripts.args import add_ray_flag, add_scenario_flag, non_negative_int, positive_float, positive_int
 
 
@@ -54,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=positive_int, default=50, help="held-out episodes per run and level (default 50)")
     p.add_argument("--perturb-episodes", type=positive_int, metavar="N",
                    help="held-out episodes per run at each --perturb level: the first N of the clean level's seeds (default: --episodes)")
-    p.add_argument("--seed-start", type=non_negative_int, default=10000, help="first held-out seed (default 10000)")
+    p.add_argument("--seed-start", type=non_negative_int, default=HELD_OUT_SEED, help=f"first held-out seed (default {HELD_OUT_SEED})")
     p.add_argument("--perturb", action="append", default=[], metavar="KIND=LEVEL",
                    help="also evaluate at this perturbation level (repeatable; see nacdrive evaluate --help), or in a scenario under it: "
                    "SCENARIO+KIND=LEVEL, e.g. color+jitter=3")
