@@ -1,0 +1,113 @@
+"""The training loop (agents.training.fit) on a task small enough to read: it learns, keeps the
+best weights, resumes an interrupted run to the very weights of an uninterrupted one, and stops on
+a loss that is not finite with a message saying what to do."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from agents.distributed import Dist
+from agents.training import TrainConfig, fit, prepare_run
+from nac.checkpoint import load_checkpoint, save_checkpoint
+from nac.config import ConfigError, TrainingDiverged
+
+
+class Line(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(2, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.lin(x)
+
+    def save(self, run: Path, name: str, extra: dict) -> None:
+        save_checkpoint(run, {"task": "carracing", **extra}, self.state_dict(), name)  # as a run folder is
+
+
+class LineTask:
+    """y = 3 x0 - 2 x1 + 1 from fixed batches; `stop_at` raises Ctrl-C at that step, `nan_at` returns NaN."""
+
+    label = "line"
+
+    def __init__(self, stop_at: int | None = None, nan_at: int | None = None) -> None:
+        self.net, self.extra, self.steps = Line(), {}, 0
+        self.stop_at, self.nan_at = stop_at, nan_at
+        g = torch.Generator().manual_seed(1)
+        self.x = torch.randn(8, 16, 2, generator=g)
+        self.y = self.x @ torch.tensor([[3.0], [-2.0]]) + 1
+        self.vx = torch.randn(64, 2, generator=g)
+        self.vy = self.vx @ torch.tensor([[3.0], [-2.0]]) + 1
+
+    def batches_per_epoch(self) -> int:
+        return 8
+
+    def batch(self, epoch: int, b: int, device: torch.device) -> dict[str, Tensor]:
+        if self.steps == self.stop_at:
+            raise KeyboardInterrupt
+        self.steps += 1
+        return {"x": self.x[b], "y": self.y[b]}
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
+        loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
+        if self.nan_at is not None and self.steps > self.nan_at:
+            loss = loss * float("nan")
+        return loss, {}
+
+    def validate(self, device: torch.device) -> dict[str, float]:
+        with torch.no_grad():
+            return {"val_loss": float(((self.net(self.vx) - self.vy) ** 2).mean())}
+
+
+def _cfg(out: Path, epochs: int = 5) -> TrainConfig:
+    return TrainConfig(data=["-"], out=str(out), epochs=epochs, lr=0.05, seed=3, checkpoint_seconds=1e9)
+
+
+def _fit(task: LineTask, cfg: TrainConfig, resume: bool = False) -> dict:
+    task.extra = {"train": asdict(cfg)}
+    return fit(task, prepare_run(cfg, resume) if resume else cfg, Dist(), torch.device("cpu"), resume=resume, quiet=True)
+
+
+def test_fit_learns_and_keeps_the_best_weights(tmp_path):
+    m = _fit(LineTask(), _cfg(tmp_path / "r"))
+    losses = [r["val_loss"] for r in m["history"]]
+    assert m["epochs"] == 5 and m["steps"] == 40 and m["finished"] and len(losses) == 5
+    assert losses[-1] < losses[0] / 5
+    _, best = load_checkpoint(tmp_path / "r", name="best")
+    net = Line()
+    net.load_state_dict(best)
+    with torch.no_grad():  # best.safetensors holds the weights of the lowest validation loss
+        assert float(((net(LineTask().vx) - LineTask().vy) ** 2).mean()) == pytest.approx(min(losses), rel=1e-5)
+    assert json.loads((tmp_path / "r" / "metrics.json").read_text())["best"]["val_loss"] == min(losses)
+
+
+def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path):
+    whole = LineTask()
+    _fit(whole, _cfg(tmp_path / "whole"))
+    with pytest.raises(KeyboardInterrupt, match="training interrupted at step 19; 'nacdrive train --out .* --resume' continues"):
+        _fit(LineTask(stop_at=19), _cfg(tmp_path / "cut"))
+    resumed = LineTask()
+    m = _fit(resumed, _cfg(tmp_path / "cut"), resume=True)
+    assert m["steps"] == 40 and resumed.steps == 21  # only the steps the interruption left
+    _, a = load_checkpoint(tmp_path / "whole", name="last")
+    _, b = load_checkpoint(tmp_path / "cut", name="last")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_loss_that_is_not_finite_stops_the_run_and_says_what_to_do(tmp_path):
+    with pytest.raises(TrainingDiverged, match=r"line diverged: the training loss is nan at epoch 1, batch 3 .*Lower --lr"):
+        _fit(LineTask(nan_at=3), _cfg(tmp_path / "r"))
+
+
+def test_a_run_is_never_overwritten_and_only_a_run_resumes(tmp_path):
+    _fit(LineTask(), _cfg(tmp_path / "r", epochs=1))
+    with pytest.raises(ConfigError, match="is not empty; use --resume"):
+        prepare_run(_cfg(tmp_path / "r"), resume=False)
+    with pytest.raises(ConfigError, match="nothing to resume"):
+        prepare_run(_cfg(tmp_path / "none"), resume=True)
