@@ -43,7 +43,7 @@ def frame_gaps(head: str, continuous: bool, stride_jitter: int | None = None, re
     continuous actions and a head told the frames' times train on a mix, half the windows with
     regular gaps and half with gaps of 1..3 steps and their true timestamps (every NAC run of it
     drove at the expert's level, 927.6-927.7 over three runs, where regular windows lost 18 % of
-    NAC's laps: docs/results.md, 'Robustness'); the heads without a time input (LSTM, GRU, MHA)
+    NAC's laps: docs/studies/robustness-gap-mix/README.md, 'Robustness'); the heads without a time input (LSTM, GRU, MHA)
     see every gap as one step and keep regular windows, as does the discrete recipe (not measured)."""
     mix = continuous and getattr(HEADS.get(head), "accepts_time", False)
     return {"stride_jitter": (3 if mix else 1) if stride_jitter is None else stride_jitter,

@@ -47,7 +47,7 @@ FIRST_SEED = DAGGER_SEED  # DAgger rollouts use seeds from here on (agents.seeds
 # A check episode that reached fewer of its track's tiles than this lost the track (off the road for good, turned round, stalled):
 # within 1000 steps a policy that drives every bend ends its lap, or on the longest tracks a few tiles short of it (96-98 % on
 # check seed 30011, where the discrete expert itself finishes at step 992), and a lap lost to one skipped tile still reaches 99 %;
-# the lost tracks seen, check and held-out, reached 44-92 % (docs/results.md, 'Lost tracks, not slow laps')
+# the lost tracks seen, check and held-out, reached 44-92 % (docs/studies/discrete-heads/README.md, 'Lost tracks, not slow laps')
 LOST_TILES = 0.95
 TAKEOVER_HOLD = 10  # steps the expert keeps driving after its takeover's cause has cleared (0.2 s)
 # a policy that has braked to a stop sees still frames and keeps still (BC's inertia problem): measured in gated rollouts
@@ -66,10 +66,10 @@ class DaggerConfig:
     check: int = 16  # with until: after each round from `rounds` on, the trained weights drive this many episodes alone (seeds
     # CHECK_SEED.., the same every round, apart from evaluation's), judged beside the round's own rollouts (falls_short). A draw's
     # failures are rare, so the check looks at each episode, not only at the mean: the seed-2 discrete quick start's two-round
-    # weights drove 8 check episodes at 907.6 or more and then lost two tracks of 10 held-out ones (802.3; docs/results.md, 'The
+    # weights drove 8 check episodes at 907.6 or more and then lost two tracks of 10 held-out ones (802.3; docs/studies/discrete-heads/README.md, 'The
     # worst check episode'). Each episode is judged by its tiles, not its return: a policy a little slower than the expert on a
     # long track ends the 1000 steps a few tiles short of its lap and some 25 points below the expert without having lost
-    # anything, which a return threshold took for a failure (docs/results.md, 'Lost tracks, not slow laps'). 0: the rollouts alone
+    # anything, which a return threshold took for a failure (docs/studies/discrete-heads/README.md, 'Lost tracks, not slow laps'). 0: the rollouts alone
     max_rounds: int = 0  # with until: the most rounds in all (> rounds)
     episodes: int = 10  # policy rollouts per round
     beta: float | None = None  # round r executes the expert's action with probability beta ** r (0: the policy drives
@@ -82,7 +82,7 @@ class DaggerConfig:
     # on rollouts the expert drove half of, are left out (the discrete quick start's seed 4: its mean with round 2's drove 854.3,
     # round 2's own 897.4), and behaviour cloning's too. The discrete quick start's seeds 3 and 4 lost a held-out track each
     # with their fourth round's own weights (852.9, 862.3) and drove every track with the mean of rounds 2..4 (909.7, 910.9;
-    # docs/results.md, 'The last rounds' weights averaged')
+    # docs/studies/discrete-heads/README.md, 'The last rounds' weights averaged')
     minutes: float | None = None  # and at most this many training minutes per round (None: no cap)
     workers: int = 0  # rollout processes; 0 = up to 2
     ray: str | None = None  # run the rollouts as Ray tasks on this cluster address ("local": a new local instance)
@@ -99,7 +99,7 @@ class DaggerConfig:
     # states a policy with late or missing frames drives into and the way back. "auto": the run's own irregular frame gaps, jitter=J
     # for a run whose windows have gaps of 1..J (NAC and CfC on the gap mix, agents.bc.frame_gaps), none for regular windows
     # (rollout_perturbation). With it NAC at beta 0.3 held 855 / 862 at drop 0.4 / jitter 3 (without: 764 / 731), clean unchanged
-    # (docs/results.md, 'Perturbed DAgger rollouts')
+    # (docs/studies/mha-rope/README.md, 'Perturbed DAgger rollouts')
 
     def __post_init__(self) -> None:
         self.run = storage_path(self.run, self.ray)
@@ -131,10 +131,10 @@ def recipe_beta(head: str, continuous: bool) -> float:
 
     0.3 for continuous runs of the baselines: on the full recipe every head's three runs drove
     908.6-923.6 with it, where at 0.5 MHA's drove 886.3, 703.8, 922.8 (docs/studies/mha-rope/,
-    docs/results.md 'MHA with positions'). 0.5 for NAC (the NAC family, so that its ablations share
+    docs/studies/mha-rope/README.md 'MHA with positions'). 0.5 for NAC (the NAC family, so that its ablations share
     the recipe): at 0.3 its runs lose laps with dropped or irregular frames (ten runs: means 810 at
     drop 0.4 and 791 at jitter 3), at 0.5 with the perturbed rollouts four runs held 887.7 and 873.5,
-    clean 920.8 (docs/results.md, 'Perturbed DAgger rollouts'). 0.5 for discrete runs: the wheel
+    clean 920.8 (docs/studies/mha-rope/README.md, 'Perturbed DAgger rollouts'). 0.5 for discrete runs: the wheel
     recipe at 0.3 drove 649 and 775 against 851 and 873 (docs/studies/discrete-brake-weights/)."""
     return 0.5 if not continuous or head.startswith("nac") else 0.3
 
@@ -211,7 +211,7 @@ def falls_short(cfg: DaggerConfig, last: dict[str, Any], episodes: list[dict[str
     return there below cfg.until or a check episode that lost its track (reached fewer than LOST_TILES of its tiles). Both are
     looked at because each has missed a weak draw the other saw: rollouts averaging 897.6 came before weights that lost a held-out
     track (871.0), and weights that kept every check track after rollouts averaging 669.9 lost two of ten held-out ones
-    (docs/results.md, 'Lost tracks, not slow laps')."""
+    (docs/studies/discrete-heads/README.md, 'Lost tracks, not slow laps')."""
     if rollouts_short(cfg, last, episodes):
         return True
     check = last.get("check") if cfg.check else None

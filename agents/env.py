@@ -85,7 +85,7 @@ def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: 
     patterns give the same path, which is why a network learns the angle better than the pulses.
     Steering first: a discrete car cannot steer and brake in one step, and braking unwinds its
     wheels; the expert brakes on the straight before a bend, but a policy that brakes late, in the
-    bend, straightened its wheels and left the road (docs/results.md, 'Steering before braking').
+    bend, straightened its wheels and left the road (docs/studies/discrete-heads/README.md, 'Steering before braking').
     Elementwise."""
     target, wheel, excess = (np.asarray(a, dtype=np.float64) for a in (target, wheel, excess))
     nxt = wheel_after(wheel[None], WHEEL_CHOICES.reshape((3,) + (1,) * wheel.ndim))  # (3, ...)
@@ -262,7 +262,7 @@ class WheelDecoder:
     wheel_action turns the wheels towards an angle at once, so aimed at the latest output they led
     the expert's by up to three steps, and a network that turned in early cut the inside of a bend
     over the grass and skipped its tile. On one run's tuning seeds 20000..20019 delays of 0, 1, 2,
-    3, 4 and 6 steps finished 15, 16, 18, 19, 18 and 15 laps of 20 (docs/results.md, 'The wheel
+    3, 4 and 6 steps finished 15, 16, 18, 19, 18 and 15 laps of 20 (docs/studies/discrete-heads/README.md, 'The wheel
     decoder's delay'). The first `delay` steps of an episode aim at its first output."""
 
     def __init__(self, delay: int = WHEEL_DELAY) -> None:

@@ -35,7 +35,7 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     Continuous: the full recipe's data and DAgger rounds (50 demonstrations, 2 rounds of 10
     rollouts; agents/pretrained/README.md) in two fifths of its training steps, at a 3x learning
     rate: 1 epoch of behaviour cloning and 1 after each round instead of 4 and 2, Adam 3e-4
-    (docs/results.md, 'The quick start in 10 minutes'), with the recipe's frame gaps for the head
+    (docs/studies/quickstart-10min/README.md, 'The quick start in 10 minutes'), with the recipe's frame gaps for the head
     (agents.bc.frame_gaps). Discrete: the discrete expert plans (15-20 ms a step), so 30
     demonstrations, 6 epochs, 2 after each round, Adam 1e-4, three rounds at most (DISCRETE_EXTRA_ROUNDS)
     and the policy's weights the mean of the last three rounds' from round 2 on (DaggerConfig.average;
@@ -44,7 +44,7 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     recipe gives NAC 0.5 for its robustness: the quick start is judged on clean laps, and at its
     scale beta 0.3 finished every lap for each of seeds 0, 1, 2 with clean rollouts (aca445d) and
     with the perturbed ones (e836249), where 0.5 with the perturbed ones lost a lap on seed 2
-    (894.4, 9 laps of 10; 531384a; docs/results.md, "NAC under jitter")."""
+    (894.4, 9 laps of 10; 531384a; docs/studies/nac-jitter-diagnosis/README.md, "NAC under jitter")."""
     # extra_rounds is not a field: dagger_max_rounds defaults to dagger_rounds (which the user may set) + these
     counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3, "dagger_average": 1,
                "extra_rounds": EXTRA_ROUNDS} if continuous else
@@ -57,14 +57,14 @@ DISCRETE_TARGETS = ("wheel", "rates", "actions")
 # DAgger rounds the quick start may add while the last round falls short (its rollouts' mean below dagger_until, or its trained
 # weights' on their check, or a check track lost; dagger --until, --check): two. Of the discrete runs whose third round still left
 # them short (rollouts below 880, the rule then), a fourth took the quick start's seed 2 from 866.9 (8 laps) to 908.0 (9) and the
-# discrete-heads study's MHA seed 1 from 873.4 (8) to 910.5 (10) (docs/results.md, 'A fourth round', 'Judging the trained
+# discrete-heads study's MHA seed 1 from 873.4 (8) to 910.5 (10) (docs/studies/discrete-heads/README.md, 'A fourth round', 'Judging the trained
 # weights'); a run whose weights drive every check track, at 880 on average, stops
 EXTRA_ROUNDS = 2
 # Discrete: one. With the mean of rounds 2..3 (dagger_average) the four draws whose rollouts kept them going (seeds 1..4) drove
 # 910.8, 892.1, 890.1, 910.2 on their held-out seeds (10, 9, 9, 10 laps) against 908.8, 892.1, 909.7, 910.9 with a fourth
-# round, which costs a draw some 3.5 minutes of the 15 (docs/results.md, 'Three rounds at most, averaged'). The discrete recipe
+# round, which costs a draw some 3.5 minutes of the 15 (docs/studies/discrete-heads/README.md, 'Three rounds at most, averaged'). The discrete recipe
 # for every head keeps the fourth (--dagger-max-rounds 4): with three, one study run of ten (MHA seed 1) drove 843.8, with four
-# 904.7 (docs/results.md, 'The recipe for every head, today's rule')
+# 904.7 (docs/studies/discrete-heads/README.md, 'The recipe for every head, today's rule')
 DISCRETE_EXTRA_ROUNDS = 1
 
 
@@ -77,7 +77,7 @@ class QuickstartConfig:
     # expert plans and the expert's target speed, driven by the pulse that steers the wheels there and braking on the speed
     # bar's speed above the target (train --wheel-target --wheel-speed target); "rates", each action's rate over t-R..t+R,
     # driven by pulsing at those rates (train --rate-window); "actions", the expert's action itself, driven by argmax
-    # (docs/results.md, 'Discrete actions')
+    # (docs/studies/discrete-heads/README.md, 'Discrete actions')
     rate_window: int = 4  # "rates": R
     turn_weight: float = 0.0  # "wheel": the angle's error weighted where the expert's plan turns fast (train --turn-weight)
     # None: the recipe measured best for the action space and head (recipe_for, above)
@@ -91,7 +91,7 @@ class QuickstartConfig:
     dagger_until: float = 880.0  # then one more round while the last round's trained weights drove an episode below this return ...
     dagger_check: int = DaggerConfig.check  # ... of this many alone (dagger --check) ...
     dagger_max_rounds: int | None = None  # ... up to this many rounds in all (None: the recipe's extra rounds more than dagger_rounds,
-    # EXTRA_ROUNDS, with discrete actions DISCRETE_EXTRA_ROUNDS; dagger --until / --max-rounds; docs/results.md, 'More rounds while the rollouts fall short')
+    # EXTRA_ROUNDS, with discrete actions DISCRETE_EXTRA_ROUNDS; dagger --until / --max-rounds; docs/studies/discrete-heads/README.md, 'More rounds while the rollouts fall short')
     dagger_episodes: int = 10  # policy rollouts labelled by the expert, per round
     dagger_epochs: int | None = None  # training after each DAgger round
     dagger_average: int | None = None  # the policy's weights: the mean of the last K rounds' own, from round 2 on (dagger --average)
@@ -153,7 +153,7 @@ class QuickstartConfig:
         net = {"wheel": {"wheel_target": True, "wheel_speed": "target"}, "rates": {"rate_window": self.rate_window}}.get(target, {})
         # wheel: the speed excess's error weighted by brake / no brake (the expert brakes on ~1 % of steps; unweighted, the
         # network's excess stayed below the brake threshold at bend entries): 851.0 and 873.2 with 6 and 9 laps of 10
-        # against 721.4 and 902.2 with 4 and 6 (docs/results.md, 'Discrete actions')
+        # against 721.4 and 902.2 with 4 and 6 (docs/studies/discrete-heads/README.md, 'Discrete actions')
         balance = "weights" if target == "wheel" else "auto"
         return TrainConfig(data=[data], out=run, head=self.head, epochs=self.train_epochs, minutes=self.train_minutes, seed=self.seed,
                            lr=self.lr, val_fraction=self.val_fraction, balance=balance, turn_weight=self.turn_weight,

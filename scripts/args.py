@@ -107,4 +107,4 @@ def add_gap_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--regular-share", type=float, default=None, metavar="P",
                    help="with --stride-jitter > 1: this share of windows keeps regular gaps (default 0.5 where the jitter is 3 "
                    "by default, else 0). '--stride-jitter 3 --regular-share 0.5' made every NAC run of the full recipe finish "
-                   "its laps and hold with dropped or irregular frames (docs/results.md, 'Robustness')")
+                   "its laps and hold with dropped or irregular frames (docs/studies/robustness-gap-mix/README.md, 'Robustness')")

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/quickstart", help="output folder (default runs/quickstart)")
     p.add_argument("--head", default="nac", choices=head_names(), help="sequence head to train (default nac)")
     p.add_argument("--discrete", action="store_true", help="5 discrete actions instead of continuous (steer, gas, brake); the policy comes near "
-                   "the expert on most training seeds, not all yet (docs/results.md, 'Discrete actions')")
+                   "the expert on most training seeds, not all yet (docs/studies/discrete-heads/README.md, 'Discrete actions')")
     p.add_argument("--discrete-target", choices=DISCRETE_TARGETS, help="with --discrete, what the network learns: wheel (default), the "
                    "front-wheel angle the expert plans and the expert's target speed, driven by the pulse that steers the wheels there "
                    "and braking on the speed bar's speed above the target; rates, each action's rate over the steps t-R..t+R, driven by pulsing at those rates; actions, the "

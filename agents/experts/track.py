@@ -85,13 +85,13 @@ class TrackExpertConfig:
             # 5 % of steps, cutting the hairpins: policies imitating that line skip their tiles; docs/results.md).
             # Top speed 75 u/s, so that it starts braking for a bend only once the bend is in the camera's frame
             # (about 37 units ahead of the car): from 100 u/s it braked for bends 40-60 units ahead, out of sight,
-            # and the policies, braking late, left the road after long straights (docs/results.md, 'A top speed').
+            # and the policies, braking late, left the road after long straights (docs/studies/recipe-expert-margin/README.md, 'A top speed').
             return cls(continuous=True, lookahead=6.0, lookahead_per_speed=0.15, lateral_accel=180.0, braking_decel=90.0, max_speed=75.0)
         # Braking by the speed rule alone (plan_brake=False) at a target the car can hold (lateral_accel 280, not 430
         # with the look-ahead braking where the simulated car would leave the road: its brakes came at speed excesses
         # of -20..-5 u/s, so the recorded excess did not say when it braked), and the continuous expert's top speed,
         # held by coasting: its brakes come for bends in the camera's frame and the excess labels each of them
-        # (docs/results.md, 'Discrete actions'). A racing line nearer the centreline (line_room 1.5) drove as well
+        # (docs/studies/discrete-heads/README.md, 'Discrete actions'). A racing line nearer the centreline (line_room 1.5) drove as well
         # (909.7 on tuning seeds 200..209, with the look-ahead never overriding a brake) but its wheel policy's seed-0 run
         # did worse (538.7 against 721.4; docs/studies/discrete-line-room), so 3.0 stays.
         return cls(
