@@ -30,7 +30,7 @@ from nac.config import ConfigError, need
 
 
 def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
-    """The defaults of the quick start, as measured (docs/results.md).
+    """The defaults of the quick start, as measured (docs/results.md, "The quick start").
 
     Continuous: the full recipe's data and DAgger rounds (50 demonstrations, 2 rounds of 10
     rollouts; agents/pretrained/README.md) in two fifths of its training steps, at a 3x learning
@@ -42,9 +42,9 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     a run that stops after two rounds keeps round 2's own). DAgger's beta: the discrete recipe's
     (agents.dagger.recipe_beta, 0.5); continuous, 0.3 for every head, NAC included, where the full
     recipe gives NAC 0.5 for its robustness: the quick start is judged on clean laps, and at its
-    scale beta 0.3 finished every lap for each of seeds 0, 1, 2 with clean rollouts (aca445d) and
-    with the perturbed ones (e836249), where 0.5 with the perturbed ones lost a lap on seed 2
-    (894.4, 9 laps of 10; 531384a; docs/studies/nac-jitter-diagnosis/README.md, "NAC under jitter")."""
+    scale beta 0.3 finished every lap for each of seeds 0, 1, 2 with clean rollouts and with the
+    perturbed ones, where 0.5 with the perturbed ones lost a lap on seed 2 (894.4, 9 laps of 10;
+    docs/studies/nac-jitter-diagnosis/README.md, "NAC under jitter")."""
     # extra_rounds is not a field: dagger_max_rounds defaults to dagger_rounds (which the user may set) + these
     counts = ({"episodes": 50, "train_epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3, "dagger_average": 1,
                "extra_rounds": EXTRA_ROUNDS} if continuous else
