@@ -45,9 +45,9 @@ from nac.config import ConfigError, need
 
 FIRST_SEED = DAGGER_SEED  # DAgger rollouts use seeds from here on (agents.seeds)
 # A check episode that reached fewer of its track's tiles than this lost the track (off the road for good, turned round, stalled):
-# within 1000 steps a policy that drives every bend ends its lap, or on the longest tracks a few tiles short of it (96-98 % on
-# check seed 30011, where the discrete expert itself finishes at step 992), and a lap lost to one skipped tile still reaches 99 %;
-# the lost tracks seen, check and held-out, reached 44-92 % (docs/studies/discrete-heads/README.md, 'Lost tracks, not slow laps')
+# a policy that drives every bend ends its lap within 1000 steps or, on the longest tracks, a few tiles short of it, and a lap
+# lost to one skipped tile still reaches 99 %; the lost tracks seen reached 44-92 % (docs/studies/discrete-heads/README.md,
+# 'Lost tracks, not slow laps')
 LOST_TILES = 0.95
 TAKEOVER_HOLD = 10  # steps the expert keeps driving after its takeover's cause has cleared (0.2 s)
 # a policy that has braked to a stop sees still frames and keeps still (BC's inertia problem): measured in gated rollouts

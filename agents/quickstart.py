@@ -55,16 +55,12 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
 
 DISCRETE_TARGETS = ("wheel", "rates", "actions")
 # DAgger rounds the quick start may add while the last round falls short (its rollouts' mean below dagger_until, or its trained
-# weights' on their check, or a check track lost; dagger --until, --check): two. Of the discrete runs whose third round still left
-# them short (rollouts below 880, the rule then), a fourth took the quick start's seed 2 from 866.9 (8 laps) to 908.0 (9) and the
-# discrete-heads study's MHA seed 1 from 873.4 (8) to 910.5 (10) (docs/studies/discrete-heads/README.md, 'A fourth round', 'Judging the trained
-# weights'); a run whose weights drive every check track, at 880 on average, stops
+# weights' on their check, or a check track lost; dagger --until, --check): a fourth round lifted the runs a third left short
+# above 880 (docs/studies/discrete-heads/README.md, 'A fourth round')
 EXTRA_ROUNDS = 2
-# Discrete: one. With the mean of rounds 2..3 (dagger_average) the four draws whose rollouts kept them going (seeds 1..4) drove
-# 910.8, 892.1, 890.1, 910.2 on their held-out seeds (10, 9, 9, 10 laps) against 908.8, 892.1, 909.7, 910.9 with a fourth
-# round, which costs a draw some 3.5 minutes of the 15 (docs/studies/discrete-heads/README.md, 'Three rounds at most, averaged'). The discrete recipe
-# for every head keeps the fourth (--dagger-max-rounds 4): with three, one study run of ten (MHA seed 1) drove 843.8, with four
-# 904.7 (docs/studies/discrete-heads/README.md, 'The recipe for every head, today's rule')
+# Discrete: one, for the quick start's time: with its weights averaged over rounds 2..3 a fourth changed the draws little. The
+# discrete recipe for every head keeps the fourth (--dagger-max-rounds 4), which one study run needed
+# (docs/studies/discrete-heads-avg/)
 DISCRETE_EXTRA_ROUNDS = 1
 
 

@@ -33,9 +33,8 @@ from agents.scenarios import BLOB_COLOUR
 FRAME = 96  # CarRacing's observation is FRAME x FRAME x 3 (car_racing.STATE_W, STATE_H)
 STRIP_ROWS = 12  # the instrument strip: the window's last 5/40 of its height, rows 84..95 of the frame
 STRIP_H = cr.WINDOW_H * 5 // 40  # 100 window rows
-SCALE = 6  # the default: at 3 the shipped policies, trained on gymnasium's frames, noticed (their paired returns a
-# tenth of a point lower, P(direct > gymnasium) 0.40 [0.32, 0.47]); at 6 they did not (0.48 [0.41, 0.55];
-# docs/studies/simulator-speed)
+SCALE = 6  # the default: the shipped policies, trained on gymnasium's frames, noticed frames drawn at 3 and not at 6
+# (docs/studies/simulator-speed)
 SCALES = (3, 5, 6)  # the multiples k a frame may be drawn at: those at which
 # pygame's smooth-scale maps a flat colour as it does from gymnasium's window (2 levels darker; at k = 2, 4, 8 it keeps them)
 
