@@ -15,15 +15,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.bc import frame_gaps
-from agents.tasks import train
-from agents.training import TrainConfig
-from agents.collect import CollectConfig, collect
-from agents.seeds import CHECK_SEED, HELD_OUT_SEED
-from agents.dagger import FIRST_SEED, DaggerConfig, check_worst, dagger, recipe_beta, rollout_returns
-from agents.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
-from agents.scenarios import CLEAN, check_scenario
-from agents.video import RecordConfig, record_video
+from agents.training.bc import frame_gaps
+from agents.training.tasks import train
+from agents.training.loop import TrainConfig
+from agents.training.collect import CollectConfig, collect
+from agents.carracing.seeds import CHECK_SEED, HELD_OUT_SEED
+from agents.training.dagger import FIRST_SEED, DaggerConfig, check_worst, dagger, recipe_beta, rollout_returns
+from agents.evaluation.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
+from agents.carracing.scenarios import CLEAN, check_scenario
+from agents.figures.video import RecordConfig, record_video
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
@@ -36,11 +36,11 @@ def recipe_for(continuous: bool, head: str) -> dict[str, Any]:
     rollouts; agents/pretrained/README.md) in two fifths of its training steps, at a 3x learning
     rate: 1 epoch of behaviour cloning and 1 after each round instead of 4 and 2, Adam 3e-4
     (docs/studies/quickstart-10min/README.md, 'The quick start in 10 minutes'), with the recipe's frame gaps for the head
-    (agents.bc.frame_gaps). Discrete: the discrete expert plans (15-20 ms a step), so 30
+    (agents.training.bc.frame_gaps). Discrete: the discrete expert plans (15-20 ms a step), so 30
     demonstrations, 6 epochs, 2 after each round, Adam 1e-4, three rounds at most (DISCRETE_EXTRA_ROUNDS)
     and the policy's weights the mean of the last three rounds' from round 2 on (DaggerConfig.average;
     a run that stops after two rounds keeps round 2's own). DAgger's beta: the discrete recipe's
-    (agents.dagger.recipe_beta, 0.5); continuous, 0.3 for every head, NAC included, where the full
+    (agents.training.dagger.recipe_beta, 0.5); continuous, 0.3 for every head, NAC included, where the full
     recipe gives NAC 0.5 for its robustness: the quick start is judged on clean laps, and at its
     scale beta 0.3 finished every lap for each of seeds 0, 1, 2 with clean rollouts and with the
     perturbed ones, where 0.5 with the perturbed ones lost a lap on seed 2 (894.4, 9 laps of 10;
@@ -99,7 +99,7 @@ class QuickstartConfig:
     dagger_perturb: str = DaggerConfig.perturb  # the policy drives half the rollouts under it (auto: the run's frame gaps; dagger --perturb)
     eval_episodes: int = 10  # held-out seeds from eval_seed_start
     scenarios: list[str] = field(default_factory=list)  # the report also drives those seeds in these generalization scenarios
-    # (agents.scenarios), one leaderboard each beside the clean one
+    # (agents.carracing.scenarios), one leaderboard each beside the clean one
     eval_seed_start: int = HELD_OUT_SEED
     workers: int = 0  # processes for driving; 0 = up to 2
     max_steps: int = 1000  # steps per episode (CarRacing's limit)
@@ -249,7 +249,7 @@ def _report(cfg: QuickstartConfig, boards: dict[str, list[dict[str, Any]]], run:
         to_markdown(boards[CLEAN]),
         "",
         *(line for name, board in boards.items() if name != CLEAN
-          for line in (f"In the scenario {name} (agents.scenarios: a generalization test, never trained on):", "", to_markdown(board), "")),
+          for line in (f"In the scenario {name} (agents.carracing.scenarios: a generalization test, never trained on):", "", to_markdown(board), "")),
         "## Training",
         "",
         f"- demonstrations: {data} ({cfg.episodes} track-expert episodes, seeds {1000 * cfg.seed}..{1000 * cfg.seed + cfg.episodes - 1}); job seed {cfg.seed}",

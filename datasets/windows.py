@@ -112,7 +112,7 @@ def arrival_back(store: FrameStore, saw_column: int, window: int) -> tuple[np.nd
     """The windows a policy saw where it decided, for episodes in which it did not see every frame.
 
     `store.state[:, saw_column]` is 1 where the driving policy saw a frame when it came, 0 where a
-    perturbation kept it from it (agents.perturb: dropped frames, jitter), NaN where no policy drove.
+    perturbation kept it from it (agents.carracing.perturb: dropped frames, jitter), NaN where no policy drove.
     Returns `back` (N, window): for each row the policy saw in such an episode, the steps back to
     the frames its window held there (itself and the window - 1 frames it saw before it; before the
     episode's first frame the first is repeated, as the policy does), and `has` (N,) marking those

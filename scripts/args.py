@@ -70,8 +70,8 @@ SCENARIO_HELP = ("color, color3 (road and grass colours shifted at each reset), 
 
 
 def scenario_name(text: str) -> str:
-    """A scenario (agents.scenarios.SCENARIOS), or argparse's one-line error listing the allowed ones."""
-    from agents.scenarios import SCENARIOS
+    """A scenario (agents.carracing.scenarios.SCENARIOS), or argparse's one-line error listing the allowed ones."""
+    from agents.carracing.scenarios import SCENARIOS
 
     if text not in SCENARIOS:
         raise argparse.ArgumentTypeError(f"unknown scenario {text!r}; choose from {', '.join(SCENARIOS)}")
@@ -79,7 +79,7 @@ def scenario_name(text: str) -> str:
 
 
 def add_scenario_flag(p: argparse.ArgumentParser, what: str, repeat: bool = False) -> None:
-    """--scenario NAME: a generalization test of the field (agents.scenarios) to drive `what` in."""
+    """--scenario NAME: a generalization test of the field (agents.carracing.scenarios) to drive `what` in."""
     if repeat:
         p.add_argument("--scenario", action="append", default=[], metavar="NAME", type=scenario_name,
                        help=f"drive {what} in this generalization scenario (repeat the flag for several): {SCENARIO_HELP}")
@@ -99,7 +99,7 @@ def add_ray_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 def add_gap_flags(p: argparse.ArgumentParser) -> None:
     """--stride-jitter and --regular-share: the frame gaps of the training windows (train, quickstart);
-    None when not given: the recipe's for the head and the action space (agents.bc.frame_gaps)."""
+    None when not given: the recipe's for the head and the action space (agents.training.bc.frame_gaps)."""
     p.add_argument("--stride-jitter", type=positive_int, default=None, metavar="J",
                    help="draw each gap between a window's frames from 1..J steps (true timestamps kept), so that timed heads "
                    "learn the irregular timing of dropped or jittered frames (default 3 for heads given the frames' times "

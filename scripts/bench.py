@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_policy(args: argparse.Namespace) -> int:
-    from agents.latency import bench_policies
+    from agents.evaluation.latency import bench_policies
 
     heads = args.heads if args.heads is not None else ([] if args.runs else ["nac", "lstm", "gru", "cfc", "mha"])
     rows = bench_policies(args.runs, heads, steps=args.steps or 1000, threads=args.threads or 1)
@@ -77,7 +77,7 @@ def run_policy(args: argparse.Namespace) -> int:
 
 
 def run_env(args: argparse.Namespace) -> int:
-    from agents.latency import bench_env
+    from agents.evaluation.latency import bench_env
 
     rows = bench_env(args.steps or 1000, policy=args.runs[0] if args.runs else None)
     print("| what | name | p50 ms | p99 ms | x gymnasium's step |\n|---|---|---|---|---|")
@@ -97,7 +97,7 @@ def run_env(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from agents.latency import bench_train
+    from agents.evaluation.latency import bench_train
 
     steps = args.steps or 60
     rows = bench_train(args.heads or ["nac"], steps=steps, threads=args.threads or 1)

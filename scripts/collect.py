@@ -77,7 +77,7 @@ def _print_info(info: dict) -> None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    from agents.collect import CollectConfig, collect
+    from agents.training.collect import CollectConfig, collect
 
     cfg = CollectConfig(
         out=str(args.out), expert=args.expert, episodes=args.episodes, continuous=args.continuous, workers=args.workers, ray=args.ray,
@@ -100,7 +100,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 def run_export_minari(args: argparse.Namespace) -> int:
     from datasets.demos import DemoSet
-    import agents.env  # noqa: F401  registers nacdrive/CarRacing-v3, the environment recordings name
+    import agents.carracing.env  # noqa: F401  registers nacdrive/CarRacing-v3, the environment recordings name
     from datasets.minari_export import export_minari
 
     out = export_minari(DemoSet(args.data), args.dataset_id, args.root)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from agents.dagger import LOST_TILES, DaggerConfig, check_worst, recipe_beta
-from agents.seeds import CHECK_SEED
+from agents.training.dagger import LOST_TILES, DaggerConfig, check_worst, recipe_beta
+from agents.carracing.seeds import CHECK_SEED
 from agents.experts import EXPERTS
 from scripts.args import add_ray_flag, non_negative_float, non_negative_int, positive_float, positive_int
 
@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.dagger import dagger, rollout_returns
+    from agents.training.dagger import dagger, rollout_returns
 
     cfg = DaggerConfig(
         run=args.run, expert=args.expert, rounds=args.rounds, until=args.until, check=args.check, max_rounds=args.max_rounds or 0, episodes=args.episodes, beta=args.beta,

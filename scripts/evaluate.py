@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agents.seeds import HELD_OUT_SEED
+from agents.carracing.seeds import HELD_OUT_SEED
 from scripts.args import add_ray_flag, add_scenario_flag, non_negative_int, positive_int
 
 
@@ -59,9 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.evaluate import EvaluateConfig, evaluate
+    from agents.evaluation.evaluate import EvaluateConfig, evaluate
 
-    from agents.evaluate import robustness_plot
+    from agents.evaluation.evaluate import robustness_plot
 
     specs = args.perturb or [None]
     configs = [
@@ -94,14 +94,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_board(rows: list, title: str) -> None:
-    from agents.evaluate import to_markdown
+    from agents.evaluation.evaluate import to_markdown
 
     print(f"\nLeaderboard, {title}:\n\n{to_markdown(rows)}\n")
 
 
 def _report(rows: list, args: argparse.Namespace, title: str | None) -> None:
     """Write the JSON / markdown files (and print the rows under `title` when given)."""
-    from agents.evaluate import to_markdown, write_leaderboard
+    from agents.evaluation.evaluate import to_markdown, write_leaderboard
 
     table = to_markdown(rows)
     if title:

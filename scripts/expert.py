@@ -69,7 +69,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from agents.expert_eval import ExpertEvalConfig, evaluate_expert
+    from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
     from nac.checkpoint import write_json
 
     cfg = ExpertEvalConfig(

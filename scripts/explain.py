@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agents.seeds import HELD_OUT_SEED
+from agents.carracing.seeds import HELD_OUT_SEED
 from scripts.args import add_scenario_flag, non_negative_int, positive_int
 
 
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.explain import ExplainConfig, explain
+    from agents.figures.explain import ExplainConfig, explain
 
     r = explain(ExplainConfig(run=args.run, out=args.out, seed=args.seed, max_steps=args.max_steps, scenario=args.scenario))
     print(f"return {r['return']:.1f} over {r['steps']} steps; agreement with the expert {r['agreement_with_expert']:.1%}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agents.seeds import CHECK_SEED, HELD_OUT_SEED
+from agents.carracing.seeds import CHECK_SEED, HELD_OUT_SEED
 from agents.quickstart import DISCRETE_TARGETS, QuickstartConfig, recipe_for
 from nac.heads import head_names
 from scripts.args import add_gap_flags, add_scenario_flag, non_negative_float, non_negative_int, positive_float, positive_int

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from agents.experts import EXPERTS
-from agents.seeds import HELD_OUT_SEED
+from agents.carracing.seeds import HELD_OUT_SEED
 from scripts.args import add_scenario_flag, non_negative_int, positive_int
 
 
@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.video import RecordConfig, record_udacity, record_video
+    from agents.figures.video import RecordConfig, record_udacity, record_video
 
     if args.udacity:
         r = record_udacity(args.udacity, args.out)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nac.heads import head_names
 from nac.pilotnet import DENSE
-from agents.seeds import HELD_OUT_SEED
+from agents.carracing.seeds import HELD_OUT_SEED
 from scripts.args import add_ray_flag, add_scenario_flag, non_negative_int, positive_float, positive_int
 
 
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from scripts.args import UserError
 
     if args.report is not None:
-        from agents.study_report import build
+        from agents.studies.report import build
 
         result = build(args.report, reps=args.reps)
         out = Path(args.report) / "report"
@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.out is None:
         raise UserError("give --out DIR for a study to run (or --report DIR to rebuild a report)")
-    from agents.study import CLEAN, StudyConfig, parse_variant, run_study
-    from agents.study_report import build
+    from agents.studies.study import CLEAN, StudyConfig, parse_variant, run_study
+    from agents.studies.report import build
 
     variants = dict(parse_variant(v) for v in args.variant) if args.variant else {"base": {}}
     if args.variant and len(variants) != len(args.variant):

@@ -105,8 +105,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from scripts.args import UserError
-    from agents.tasks import train
-    from agents.training import TrainConfig
+    from agents.training.tasks import train
+    from agents.training.loop import TrainConfig
 
     net: dict[str, Any] = {k: v for k, v in (("d_model", args.d_model), ("num_heads", args.num_heads)) if v is not None}
     if args.task == "carracing":

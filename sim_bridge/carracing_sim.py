@@ -21,11 +21,11 @@ import cv2
 import gymnasium as gym
 import numpy as np
 
-from agents.collect import SteeringDrift
-from agents.env import FAST_ID, car_state
+from agents.training.collect import SteeringDrift
+from agents.carracing.env import FAST_ID, car_state
 from agents.experts.track import TrackFollowingExpert
-from agents.rollout import SOLVED, run_episode, shares, summarize
-from agents.scenarios import CLEAN, check_scenario
+from agents.driving.rollout import SOLVED, run_episode, shares, summarize
+from agents.carracing.scenarios import CLEAN, check_scenario
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
 from sim_bridge.standin import STATS_EVENT, UnityLikeClient, telemetry_fields
@@ -55,7 +55,7 @@ class SimConfig:
     policy_share: float = 0.0  # training mode: each step, with this probability the car executes the reply of the bridge at
     # host:port (a trained policy driving, as in DAgger, Ross et al. 2011) instead of the expert's action; the label stays the
     # expert's, so the recording shows what to do in the places the policy drives itself into
-    scenario: str = CLEAN  # agents.scenarios: what the camera shows (a generalization test of a PilotNet run)
+    scenario: str = CLEAN  # agents.carracing.scenarios: what the camera shows (a generalization test of a PilotNet run)
 
     def __post_init__(self) -> None:
         check_scenario(self.scenario)
@@ -152,7 +152,7 @@ def car_action(steer: float, throttle: float) -> np.ndarray:
 
 
 class BridgeDriver:
-    """The bridge as a policy (agents.rollout.Policy): each step sends the environment's camera frame, speed and last
+    """The bridge as a policy (agents.driving.rollout.Policy): each step sends the environment's camera frame, speed and last
     controls as the simulator's telemetry and applies the steer / throttle that comes back. Counts the replies that are
     not `steer` (driven as no steer, no throttle) and times each round trip."""
 

@@ -375,7 +375,7 @@ def serve_run(run: str, cfg: BridgeConfig, weights: str = "best", out: Any = sys
     bridge processes): the model on one thread, the tracks its recordings drove as training seeds."""
     import torch
 
-    from agents.udacity import SteeringPolicy, training_data
+    from agents.training.udacity import SteeringPolicy, training_data
     from sim_bridge.carracing_sim import recorded_seeds
 
     torch.set_num_threads(1)  # one core for the model: the simulator (or sim) needs the other

@@ -2,8 +2,8 @@
 seed) trained on one stand-in recording, every held-out episode driven as a user drives it: the
 stand-in simulator (`sim`) through a bridge (`drive`) of its own, in another process.
 
-The grid, resume, scheduling, study.json and the report are agents.study's; this module says how
-a Udacity study records, trains and drives (sim_bridge.study.UDACITY, an agents.study.StudyKind).
+The grid, resume, scheduling, study.json and the report are agents.studies.study's; this module says how
+a Udacity study records, trains and drives (sim_bridge.study.UDACITY, an agents.studies.study.StudyKind).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 import torch
 import websocket
 
-from agents.rollout import EpisodeResult
-from agents.study import StudyConfig, StudyKind, Recipe, episode_record, quiet_bars, train_resumable
-from agents.udacity import training_data
+from agents.driving.rollout import EpisodeResult
+from agents.studies.study import StudyConfig, StudyKind, Recipe, episode_record, quiet_bars, train_resumable
+from agents.training.udacity import training_data
 from nac.config import ConfigError
 from sim_bridge.bench import free_port
 from sim_bridge.carracing_sim import SimConfig, drive_autonomous, record_training, recorded_seeds

@@ -2,7 +2,7 @@
 
 import pytest
 
-from agents.collect import CollectConfig, collect
+from agents.training.collect import CollectConfig, collect
 
 
 def _demos(tmp_path_factory, name: str, continuous: bool) -> str:

@@ -1,6 +1,7 @@
 """The house rules that a reader relies on, checked on the source: dependencies run one way
-(scripts -> agents, sim_bridge -> datasets -> nac), no import circle between modules, and no
-private name (`_x`) imported from another module."""
+(scripts -> agents, sim_bridge -> datasets -> nac, and within agents/ along the flow of its
+subpackages), no import circle between modules, and no private name (`_x`) imported from another
+module."""
 
 from __future__ import annotations
 
@@ -93,6 +94,19 @@ def test_no_import_circle():
     assert not circles, circles
 
 
+# agents/ in the order of the flow: each subpackage imports only from those before it (and nac, datasets)
+AGENT_LAYERS = ("carracing", "experts", "driving", "evaluation", "training", "studies", "figures", "quickstart")
+
+
+def test_agents_subpackages_follow_the_flow():
+    layer = lambda m: AGENT_LAYERS.index(m.split(".")[1])  # noqa: E731
+    agents = {m: t for m, t in graph().items() if m.startswith("agents.") and m != "agents"}
+    assert {m.split(".")[1] for m in agents} == set(AGENT_LAYERS), "a module of agents/ outside the layers"
+    bad = [f"{m} -> {t}" for m, targets in agents.items() for t in targets
+           if t.startswith("agents.") and layer(t) > layer(m)]
+    assert not bad, bad
+
+
 def test_no_private_name_crosses_a_module():
     modules = our_modules()
     bad = [
@@ -107,10 +121,10 @@ def test_no_private_name_crosses_a_module():
 
 def test_the_checker_sees_a_circle(tmp_path, monkeypatch):
     """The graph builder must find imports inside functions too (a lazy import is still a circle)."""
-    src = "def f():\n    from agents.training import fit\n"
-    path = ROOT / "agents" / "training.py"
+    src = "def f():\n    from agents.training.loop import fit\n"
+    path = ROOT / "agents" / "training" / "loop.py"
     found = imports(path, our_modules()) + imports(_write(tmp_path, src), our_modules())
-    assert ("agents.training", ["fit"]) in found
+    assert ("agents.training.loop", ["fit"]) in found
 
 
 def _write(tmp_path: Path, text: str) -> Path:

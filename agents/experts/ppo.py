@@ -25,7 +25,7 @@ from safetensors.torch import save_model
 from torch import nn
 from tqdm import tqdm
 
-from agents.env import EPISODE_STEPS, FAST_ID
+from agents.carracing.env import EPISODE_STEPS, FAST_ID
 from agents.experts.ppo_expert import PPO_EXPORT, SIZE, SKIP, STACK, policy_kwargs
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need

@@ -29,7 +29,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agents.env import BRAKE_EXCESS, PLAN_AHEAD, WHEEL_LIMIT
+from agents.carracing.env import BRAKE_EXCESS, PLAN_AHEAD, WHEEL_LIMIT
 from agents.experts import car_model
 from nac.config import ConfigError
 

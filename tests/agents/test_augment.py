@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents.augment import AUGMENTS, SCENE_ROWS, augment, pink_pictures
+from agents.training.augment import AUGMENTS, SCENE_ROWS, augment, pink_pictures
 from nac.config import ConfigError
 
 
@@ -64,7 +64,7 @@ def test_overlay_pictures_have_a_natural_spectrum_and_blend_half():
 
 
 def test_a_bad_augmentation_is_refused():
-    from agents.training import TrainConfig
+    from agents.training.loop import TrainConfig
 
     with pytest.raises(ConfigError, match="augment must be one of none, jitter, randconv, overlay"):
         TrainConfig(data=["x"], out="y", augment="mixup")

@@ -13,11 +13,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from agents import bc
-from agents.bc import Batches, action_classes, class_weights
-from agents.tasks import train
-from agents.training import TrainConfig
-from agents.policy import DrivingPolicy, load_run
+from agents.training import bc
+from agents.training.bc import Batches, action_classes, class_weights
+from agents.training.tasks import train
+from agents.training.loop import TrainConfig
+from agents.driving.policy import DrivingPolicy, load_run
 from datasets.demos import DataError, Episode
 from datasets.windows import FrameStore, FrameWindows
 from nac import ConfigError
@@ -221,7 +221,7 @@ def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):
 
 
 def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, tmp_path):
-    from agents.bc import CarRacingTask, Demos
+    from agents.training.bc import CarRacingTask, Demos
 
     cfg = _cfg(tiny_demos, tmp_path / "run", stride_jitter=3, regular_share=0.0, chunk=8, batch_size=8)
     demos = Demos.load(cfg.data)
@@ -236,7 +236,7 @@ def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, t
 
 
 def test_arrival_windows_train_the_steps_a_perturbed_policy_decided_on_with_the_gaps_it_saw(tiny_demos, tmp_path):
-    from agents.bc import SAW, CarRacingTask, Demos
+    from agents.training.bc import SAW, CarRacingTask, Demos
 
     def gap_windows(arrival: bool) -> tuple[int, int]:
         """(windows whose every gap is 3 steps, windows whose every gap is 1) over an epoch."""
@@ -262,7 +262,7 @@ def test_arrival_windows_train_the_steps_a_perturbed_policy_decided_on_with_the_
 
 def test_frame_gaps_left_to_the_recipe_are_the_heads_and_saved_in_the_run(tiny_demos, tiny_demos_continuous, tmp_path):
     """train's default (None) is the recipe's frame gaps for the head and the data's action space
-    (agents.bc.frame_gaps), written into the run's config; given values win; the default epochs
+    (agents.training.bc.frame_gaps), written into the run's config; given values win; the default epochs
     are the recipe's 4 behaviour-cloning epochs for CarRacing."""
     cont, disc = bc.Demos.load([tiny_demos_continuous]), bc.Demos.load([tiny_demos])
     for head, demos, want in (("nac", cont, (3, 0.5)), ("cfc", cont, (3, 0.5)), ("gru", cont, (1, 0.0)), ("nac", disc, (1, 0.0))):
@@ -277,7 +277,7 @@ def test_frame_gaps_left_to_the_recipe_are_the_heads_and_saved_in_the_run(tiny_d
 
 
 def test_a_network_trained_on_action_rates_learns_them_and_drives_by_diffusing_them(tiny_demos, tiny_demos_continuous, tmp_path):
-    from agents.evaluate import describe_run
+    from agents.evaluation.evaluate import describe_run
     from nac.driving import DrivingNet, DrivingNetConfig
 
     # the loss: cross-entropy against the rates, accuracy against the action itself
@@ -301,8 +301,8 @@ def test_a_network_trained_on_action_rates_learns_them_and_drives_by_diffusing_t
 
 
 def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_it(tiny_demos, tiny_demos_continuous, tmp_path):
-    from agents.env import wheel_after
-    from agents.evaluate import describe_run
+    from agents.carracing.env import wheel_after
+    from agents.evaluation.evaluate import describe_run
     from nac.driving import DrivingNet, DrivingNetConfig
 
     # the loss: the angle (0.4 tanh) in units of 0.4 and the speed excess in units of 20 u/s, both by squared
@@ -358,13 +358,13 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
         assert policy.last["brake"] == (a == 4) == (policy.last["speed_excess"] > 3.0)
         wheel = float(wheel_after(wheel, a))
         assert policy._decoder.wheel == wheel  # the policy follows its wheels from its own actions
-    from agents.saliency import saliency
+    from agents.figures.saliency import saliency
 
     heat = saliency(policy, frames[19], a)  # Grad-CAM of the wheel angle (two outputs: no logit per action)
     assert heat.shape == (96, 96) and np.isfinite(heat).all()
     with pytest.raises(ConfigError, match="--actions wheel is for runs trained with --wheel-target"):
         DrivingPolicy.from_run(tmp_path / "run", actions="argmax")
-    from agents.study import eval_episodes
+    from agents.studies.study import eval_episodes
 
     assert eval_episodes((str(tmp_path / "run"), False, 30, "none", (10000,)))[0]["length"] == 30  # a study drives it by its own decoder
     with pytest.raises(ConfigError, match="--actions wheel is for runs trained with --wheel-target"):
@@ -421,7 +421,7 @@ def test_turn_weight_weights_the_wheel_angle_error_where_the_plan_turns_fast(tin
 
 
 def test_a_wheel_angle_network_can_learn_the_experts_target_speed_and_read_its_own_off_the_frame(tiny_demos, tmp_path):
-    from agents.env import frame_speed
+    from agents.carracing.env import frame_speed
     from nac.driving import DrivingNet, DrivingNetConfig
 
     # wheel_speed "target": the second output is the expert's target speed, a sigmoid between 20 and 75 u/s; the excess
@@ -545,8 +545,8 @@ def test_training_with_shift_sees_shifted_frames_and_keeps_its_labels(tmp_path, 
 
 
 def test_closed_loop_selection_keeps_the_weights_that_drove_best(tmp_path, tiny_demos_continuous):
-    from agents.bc import closed_loop_return
-    from agents.evaluate import describe_run
+    from agents.training.bc import closed_loop_return
+    from agents.evaluation.evaluate import describe_run
 
     out = tmp_path / "sel"
     cfg = TrainConfig(data=[tiny_demos_continuous], out=str(out), head="gru", window=2, epochs=3, batch_size=8,

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from agents.env import make_env
+from agents.carracing.env import make_env
 from agents.experts import car_model
 from agents.experts.track import TrackFollowingExpert
 

@@ -102,7 +102,7 @@ def test_a_study_loses_its_worker_node_midway_and_finishes(cluster, tmp_path):
 def test_a_node_that_cannot_see_the_study_folder_is_named_before_any_task(cluster, tmp_path):
     import ray
 
-    from agents.executor import ExecutorConfig, make_executor
+    from agents.driving.executor import ExecutorConfig, make_executor
 
     address, _, _, start_worker = cluster
     folder = tmp_path / "study"

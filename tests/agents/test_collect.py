@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from agents.collect import CollectConfig, collect
+from agents.training.collect import CollectConfig, collect
 from datasets.demos import DemoSet
 from nac.config import ConfigError
 
@@ -90,7 +90,7 @@ def test_a_killed_collection_resumes_without_recording_anything_twice(tmp_path):
 
 
 def test_steering_noise_drifts_the_car_while_the_labels_stay_the_experts(tmp_path):
-    from agents.collect import SteeringDrift
+    from agents.training.collect import SteeringDrift
 
     sets = {}
     for noise in (0.0, 0.5):
@@ -103,7 +103,7 @@ def test_steering_noise_drifts_the_car_while_the_labels_stay_the_experts(tmp_pat
     assert np.isfinite(clean.state[:, 7]).all()  # but has a target speed
     # replayed by hand: the expert drives, the drift moves what is executed, and what was recorded
     # is the expert's own choice at every step, not the executed action
-    from agents.env import make_env
+    from agents.carracing.env import make_env
     from agents.experts import make_expert
 
     env = make_env(True, 80, pixels=False)

@@ -8,12 +8,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from agents.tasks import train
-from agents.training import TrainConfig
-from agents.env import CHECK_SEED, STATE_FIELDS
-from agents.dagger import LOST_TILES, DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns, wants_check
-from agents import dagger as dagger_module
-from agents.policy import DrivingPolicy
+from agents.training.tasks import train
+from agents.training.loop import TrainConfig
+from agents.carracing.env import CHECK_SEED, STATE_FIELDS
+from agents.training.dagger import LOST_TILES, DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns, wants_check
+from agents.training import dagger as dagger_module
+from agents.driving.policy import DrivingPolicy
 from datasets.demos import DemoSet
 from nac import ConfigError
 
@@ -60,7 +60,7 @@ def _car(speed):
 
 
 def test_the_takeover_gate_lets_the_expert_drive_while_the_car_is_too_fast_off_the_road_or_stalled_and_a_hold_after(monkeypatch):
-    from agents import dagger as dagger_module
+    from agents.training import dagger as dagger_module
 
     off_road = {"wheels": 0}
     monkeypatch.setattr(dagger_module, "wheels_off_road", lambda env: off_road["wheels"])
@@ -337,7 +337,7 @@ class _Counting:
 
 
 def test_a_perturbed_rollout_policy_sees_fewer_frames_the_same_ones_each_episode_while_the_expert_labels_all():
-    from agents.perturb import PerturbedPolicy, parse
+    from agents.carracing.perturb import PerturbedPolicy, parse
 
     policy = _Counting()
     mix = MixedDriver(PerturbedPolicy(policy, parse("jitter=3"), continuous=False, seed=7), _Fixed(3), beta=0.0, seed=0)
@@ -376,6 +376,6 @@ def test_dagger_needs_a_training_run(tmp_path):
 
 
 def test_a_checks_summary_names_its_worst_episode_and_least_tiles():
-    from agents.dagger import check_worst
+    from agents.training.dagger import check_worst
     assert check_worst({"returns": [915.0, 711.4], "tiles": [1.0, 0.811]}) == "worst 711.4, least tiles 81%"
     assert check_worst({"returns": [915.0, 864.7]}) == "worst 864.7"  # a check kept before tiles were: its returns alone

@@ -5,7 +5,7 @@ import numpy as np
 import pygame
 import pytest
 
-from agents.env import ENV_ID, FAST_ID, car_state, frame_speed, make_env
+from agents.carracing.env import ENV_ID, FAST_ID, car_state, frame_speed, make_env
 from agents.experts import make_expert
 
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from agents import evaluate as ev
-from agents.tasks import train
-from agents.training import TrainConfig
-from agents.evaluate import EvaluateConfig, evaluate, robustness_points, to_markdown, write_leaderboard
+from agents.evaluation import evaluate as ev
+from agents.training.tasks import train
+from agents.training.loop import TrainConfig
+from agents.evaluation.evaluate import EvaluateConfig, evaluate, robustness_points, to_markdown, write_leaderboard
 from nac import ConfigError
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.executor import ExecutorConfig, InlineExecutor, ProcessExecutor, Task, make_executor
-from agents.rollout import parallel_map
+from agents.driving.executor import ExecutorConfig, InlineExecutor, ProcessExecutor, Task, make_executor
+from agents.driving.rollout import parallel_map
 from nac.config import ConfigError
 
 
@@ -76,10 +76,10 @@ def test_parallel_map_keeps_partial_results_on_failure():
 
 def test_the_default_path_does_not_import_ray():
     code = (
-        "import sys; from agents.rollout import parallel_map; from agents.executor import ExecutorConfig; "
+        "import sys; from agents.driving.rollout import parallel_map; from agents.driving.executor import ExecutorConfig; "
         "from tests.agents.test_executor import square; "
         "assert parallel_map(square, [1, 2, 3], ExecutorConfig(workers=2), desc='t') is not None; "
-        "import agents.study, scripts.cli; scripts.cli.build_parser(); "
+        "import agents.studies.study, scripts.cli; scripts.cli.build_parser(); "
         "assert 'ray' not in sys.modules, 'ray was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])

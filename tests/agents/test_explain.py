@@ -5,7 +5,7 @@ import json
 import torch
 from PIL import Image
 
-from agents.explain import ExplainConfig, explain
+from agents.figures.explain import ExplainConfig, explain
 from nac.driving import DrivingNet, DrivingNetConfig
 
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from agents.env import FPS, make_env
-from agents.perturb import PerturbedPolicy, parse
-from agents.policy import DrivingPolicy
-from agents.rollout import run_episode
+from agents.carracing.env import FPS, make_env
+from agents.carracing.perturb import PerturbedPolicy, parse
+from agents.driving.policy import DrivingPolicy
+from agents.driving.rollout import run_episode
 from nac import ConfigError
 from nac.driving import DrivingNet, DrivingNetConfig
 

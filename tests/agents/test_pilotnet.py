@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from agents.tasks import train
-from agents.training import TrainConfig
-from agents.udacity import SteeringPolicy
+from agents.training.tasks import train
+from agents.training.loop import TrainConfig
+from agents.training.udacity import SteeringPolicy
 from nac import ConfigError
 from nac.pilotnet import DENSE, PilotNet, PilotNetConfig
 

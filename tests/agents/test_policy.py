@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents.policy import DrivingPolicy, resolve_device
+from agents.driving.policy import DrivingPolicy, resolve_device
 from datasets.demos import DemoSet
 from datasets.windows import FrameStore, FrameWindows
 from nac import ConfigError

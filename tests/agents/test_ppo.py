@@ -9,13 +9,13 @@ import torch
 from safetensors.torch import load_file
 from stable_baselines3 import PPO
 
-from agents.collect import CollectConfig
-from agents.dagger import DaggerConfig
-from agents.env import make_env
-from agents.expert_eval import ExpertEvalConfig
+from agents.training.collect import CollectConfig
+from agents.training.dagger import DaggerConfig
+from agents.carracing.env import make_env
+from agents.evaluation.expert_eval import ExpertEvalConfig
 from agents.experts import make_expert
 from agents.experts.ppo import FrameSkip, PPOTrainConfig, make_ppo_env, train_ppo, zoo_hyperparameters
-from agents.rollout import run_episode
+from agents.driving.rollout import run_episode
 from nac import ConfigError
 
 

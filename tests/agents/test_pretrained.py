@@ -5,11 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.env import make_env
-from agents.evaluate import EvaluateConfig, describe_run, evaluate
+from agents.carracing.env import make_env
+from agents.evaluation.evaluate import EvaluateConfig, describe_run, evaluate
 from agents.experts import make_expert
-from agents.policy import DrivingPolicy
-from agents.rollout import run_episode
+from agents.driving.policy import DrivingPolicy
+from agents.driving.rollout import run_episode
 from nac import ConfigError
 
 PRETRAINED = Path(__file__).parents[2] / "agents" / "pretrained"

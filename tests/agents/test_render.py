@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from agents.env import make_env
+from agents.carracing.env import make_env
 from agents.experts import make_expert
-from agents.render import FRAME, STRIP_ROWS, DirectRenderer
+from agents.carracing.render import FRAME, STRIP_ROWS, DirectRenderer
 from nac.config import ConfigError
 
 

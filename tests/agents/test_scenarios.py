@@ -7,11 +7,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agents.env import make_env
+from agents.carracing.env import make_env
 from agents.experts import make_expert
-from agents.perturb import Level, parse_level
-from agents.rollout import run_episode
-from agents.scenarios import BACKGROUND, BLOB_COLOUR, ROAD, SCENARIOS
+from agents.carracing.perturb import Level, parse_level
+from agents.driving.rollout import run_episode
+from agents.carracing.scenarios import BACKGROUND, BLOB_COLOUR, ROAD, SCENARIOS
 from nac.config import ConfigError
 
 SEED = 10003

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.dagger import DaggerConfig
-from agents import study
-from agents.study import StudyConfig, parse_variant, run_study
-from agents.study_report import aggregates, build, laps_lost_by_track, probability_of_improvement, score_matrices
+from agents.training.dagger import DaggerConfig
+from agents.studies import study
+from agents.studies.study import StudyConfig, parse_variant, run_study
+from agents.studies.report import aggregates, build, laps_lost_by_track, probability_of_improvement, score_matrices
 from nac.config import ConfigError
 
 TINY = {"epochs": 1, "dagger_rounds": 1, "dagger_episodes": 1, "dagger_epochs": 1, "shift": 2, "val_fraction": 0.3, "balance": "sampler"}
@@ -109,7 +109,7 @@ def test_variants_parse_and_refuse():
     with pytest.raises(ConfigError, match="DAgger rounds' with until, max-rounds \\(the most rounds in all\\) must be more than rounds"):
         parse_variant("x:dagger_until=880")
     # the extra rounds reach the runs' DAgger (dagger --until / --max-rounds); a recipe without them has exactly its rounds
-    from agents.study import Recipe
+    from agents.studies.study import Recipe
 
     d = Recipe.from_dict(parse_variant("x:dagger_until=880,dagger_max_rounds=3")[1]).dagger_config("r", expert="track", seed=0)
     assert (d.rounds, d.until, d.max_rounds, d.check) == (2, 880.0, 3, 16) and Recipe().dagger_config("r", expert="track", seed=0).until == 0.0
@@ -128,9 +128,9 @@ def test_variants_parse_and_refuse():
 
 def test_the_study_trains_each_head_by_the_quick_starts_recipe_unless_told_otherwise():
     """The default recipe's frame gaps are the quick start's for each head and action space (one rule:
-    agents.bc.frame_gaps); a variant's own values win."""
+    agents.training.bc.frame_gaps); a variant's own values win."""
     from agents.quickstart import QuickstartConfig
-    from agents.study import Recipe
+    from agents.studies.study import Recipe
 
     def gaps(recipe, head, continuous=True):
         t = recipe.train_config("d", "r", head=head, seed=0, continuous=continuous)
@@ -229,7 +229,7 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     stored shift is 1 where today's recipe gives 2) is refused by name, not mixed into new runs."""
     out, data = process_study
     assert data["recipes"]["base"]["shift"] == 2 and data["recipes"]["base"]["dagger_beta"] is None  # overrides and defaults, all stored
-    for head, beta in (("nac", 0.5), ("lstm", 0.3)):  # None: each head's DAgger beta by the recipe (agents.dagger.recipe_beta)
+    for head, beta in (("nac", 0.5), ("lstm", 0.3)):  # None: each head's DAgger beta by the recipe (agents.training.dagger.recipe_beta)
         assert json.loads((out / f"runs/base/{head}/seed0/dagger.json").read_text())["rounds"][0]["beta"] == beta
     moved = tmp_path / "moved"
     moved.mkdir()
@@ -275,7 +275,7 @@ def test_a_run_that_diverges_is_reported_not_retried_and_not_driven(process_stud
     """A run whose loss stops being finite does not stop the study: it is recorded as diverged with
     the reason, gets no episodes (its weights mean nothing), is not trained again when the study
     continues, and the report names it instead of averaging it in."""
-    from agents import bc
+    from agents.training import bc
 
     out, _ = process_study
     shutil.copytree(out / "demos", tmp_path / "s" / "demos")  # the same demonstrations: no recording
@@ -385,7 +385,7 @@ def test_the_report_states_levels_and_improvement_from_a_hand_made_study(tmp_pat
 
 
 def test_offline_agreement_is_spearmans_rank_correlation_oriented_so_better_is_positive():
-    from agents.study_report import offline_agreement
+    from agents.studies.report import offline_agreement
 
     runs = {f"base/nac/seed{i}": {"val_accuracy": a, "val_loss": l} for i, (a, l) in enumerate([(0.80, 0.03), (0.85, 0.02), (0.90, 0.01)])}
     mats = {"nac": {"runs": sorted(runs), "scores": np.array([[700.0, 720.0], [800.0, 790.0], [900.0, 910.0]])},

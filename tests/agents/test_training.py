@@ -1,4 +1,4 @@
-"""The training loop (agents.training.fit) on a task small enough to read: it learns, keeps the
+"""The training loop (agents.training.loop.fit) on a task small enough to read: it learns, keeps the
 best weights, resumes an interrupted run to the very weights of an uninterrupted one, and stops on
 a loss that is not finite with a message saying what to do."""
 
@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from agents.distributed import Dist
-from agents.training import TrainConfig, fit, prepare_run
+from agents.training.distributed import Dist
+from agents.training.loop import TrainConfig, fit, prepare_run
 from nac.checkpoint import load_checkpoint, save_checkpoint
 from nac.config import ConfigError, TrainingDiverged
 

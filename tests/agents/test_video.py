@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from agents import video
-from agents.policy import DrivingPolicy
-from agents.saliency import saliency
-from agents.video import CAM, HOLD_SECONDS, TILE_W, Driver, RecordConfig, overlay, record_video
+from agents.figures import video
+from agents.driving.policy import DrivingPolicy
+from agents.figures.saliency import saliency
+from agents.figures.video import CAM, HOLD_SECONDS, TILE_W, Driver, RecordConfig, overlay, record_video
 from nac import ConfigError
 from nac.driving import DrivingNet, DrivingNetConfig
 
@@ -77,7 +77,7 @@ def test_bad_record_requests_are_refused(tmp_path):
 
 def test_evaluation_does_no_rendering_work(tmp_path, monkeypatch):
     """nacdrive evaluate (in-process with one worker here) never calls the overlay or saliency code."""
-    from agents.evaluate import EvaluateConfig, evaluate
+    from agents.evaluation.evaluate import EvaluateConfig, evaluate
 
     def boom(*a, **k):
         raise AssertionError("rendering during evaluation")
@@ -92,7 +92,7 @@ def test_evaluation_does_no_rendering_work(tmp_path, monkeypatch):
 def test_a_recorded_udacity_drive_renders_with_its_controls(tmp_path):
     from pathlib import Path
 
-    from agents.video import record_udacity
+    from agents.figures.video import record_udacity
 
     real = Path(__file__).parents[1] / "data" / "udacity-real"
     r = record_udacity(str(real), str(tmp_path / "ud.mp4"))

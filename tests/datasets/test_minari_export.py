@@ -7,7 +7,7 @@ import minari
 import numpy as np
 import pytest
 
-from agents.collect import CollectConfig, collect
+from agents.training.collect import CollectConfig, collect
 from datasets.demos import DataError, DemoSet, read_episode, write_episode
 from scripts.cli import main
 

@@ -92,7 +92,7 @@ def test_bench_train_times_both_dropouts_per_head(tmp_path, capsys):
     rows = json.loads(out.read_text())
     assert [(r["head"], r["dropout"]) for r in rows] == [("gru", "nac-drive Dropout"), ("gru", "torch nn.Dropout")]
     assert all(r["steps"] == 5 and 0 < r["p50_ms"] <= r["max_ms"] and r["ratio_p50"] > 0 for r in rows)
-    from agents.latency import with_torch_dropout
+    from agents.evaluation.latency import with_torch_dropout
     from nac.driving import Dropout, DrivingNet, DrivingNetConfig
     import torch
 
@@ -110,7 +110,7 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
     assert "lstm: " in r.stdout and "best validation loss" in r.stdout
     r = _run("dagger", "--run", str(run), "--episodes", "1", "--epochs", "1", "--workers", "1", "--max-steps", "30", "--quiet")
     assert r.returncode == 0, r.stderr
-    assert "round 1: beta 0.50" in r.stdout  # a discrete run: the recipe's beta for it (agents.dagger.recipe_beta)
+    assert "round 1: beta 0.50" in r.stdout  # a discrete run: the recipe's beta for it (agents.training.dagger.recipe_beta)
     lb = tmp_path / "lb.json"
     r = _run("evaluate", str(run), "--episodes", "1", "--seed-start", "700", "--workers", "1", "--max-steps", "30", "--json", str(lb))
     assert r.returncode == 0, r.stderr
@@ -233,7 +233,7 @@ def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     assert QuickstartConfig(continuous=False, discrete_target="actions").train_config("d", "r").net == {}
     assert QuickstartConfig(continuous=True, discrete_target="wheel").train_config("d", "r").net == {}  # discrete only
     # DAgger's beta: the continuous quick start's 0.3 for every head (NAC's full recipe has 0.5), 0.5 for the discrete wheel
-    # recipe (agents.dagger.recipe_beta), and what the user says
+    # recipe (agents.training.dagger.recipe_beta), and what the user says
     assert QuickstartConfig().dagger_config("r").beta == 0.3 and QuickstartConfig(continuous=False).dagger_config("r").beta == 0.5
     assert QuickstartConfig(head="lstm").dagger_config("r").beta == 0.3
     assert QuickstartConfig(continuous=False, dagger_beta=0.2).dagger_config("r").beta == 0.2

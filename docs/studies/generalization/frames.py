@@ -11,9 +11,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from agents.env import make_env  # noqa: E402
+from agents.carracing.env import make_env  # noqa: E402
 from agents.experts import make_expert  # noqa: E402
-from agents.scenarios import SCENARIOS  # noqa: E402
+from agents.carracing.scenarios import SCENARIOS  # noqa: E402
 
 SEED, STEPS = 10003, 120  # a held-out track, past the opening zoom, the expert driving
 

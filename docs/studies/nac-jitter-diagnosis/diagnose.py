@@ -18,10 +18,10 @@ import argparse
 import numpy as np
 import torch
 
-from agents import perturb
-from agents.env import FPS, make_env
-from agents.policy import DrivingPolicy, load_run
-from agents.rollout import run_episode
+from agents.carracing import perturb
+from agents.carracing.env import FPS, make_env
+from agents.driving.policy import DrivingPolicy, load_run
+from agents.driving.rollout import run_episode
 from datasets.windows import jittered_back
 
 

@@ -1,6 +1,6 @@
 """The shipped policies on the direct renderer (3x, 6x) against gymnasium's frames: paired returns, P(direct > gymnasium)."""
 import json, numpy as np
-from agents.study_report import probability_of_improvement
+from agents.studies.report import probability_of_improvement
 g = {r["run"]: r for r in json.load(open("docs/studies/simulator-speed/policies-gymnasium.json"))}
 for name in ("direct3", "direct6"):
     d = {r["run"]: r for r in json.load(open(f"docs/studies/simulator-speed/policies-{name}.json"))}

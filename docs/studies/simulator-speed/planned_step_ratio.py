@@ -3,7 +3,7 @@ run from a checkout (PYTHONPATH=that checkout) to compare commits on one machine
 import time
 import gymnasium as gym
 import numpy as np
-from agents.env import make_env
+from agents.carracing.env import make_env
 from agents.experts import make_expert
 
 gym_env = gym.make("CarRacing-v3", continuous=False)

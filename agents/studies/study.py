@@ -10,7 +10,7 @@ Everything lands in OUT/study.json as it finishes (every episode's return, keyed
 seed, so nothing is counted twice), and a study run again continues where it stopped: finished
 runs and finished episodes are never redone; an unfinished training run resumes from its own
 resumable state. Training runs and episodes are tasks on the executor (local processes, or Ray).
-The report (agents.study_report) is rebuilt from study.json alone.
+The report (agents.studies.report) is rebuilt from study.json alone.
 """
 
 from __future__ import annotations
@@ -28,19 +28,21 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from agents import perturb, scenarios
-from agents.bc import frame_gaps, net_config
-from agents.collect import CollectConfig, collect
-from agents.dagger import FIRST_SEED, DaggerConfig, dagger
-from agents.env import EPISODE_STEPS, RENDERER
-from agents.seeds import HELD_OUT_SEED
-from agents.evaluate import DriveJob, EvaluateConfig, describe_run, drive
-from agents.executor import ExecutorConfig, RayExecutor, Task, make_executor, storage_path
-from agents.expert_eval import ExpertEvalConfig, evaluate_expert
-from agents.rollout import EpisodeResult
-from agents.study_report import UDACITY_FIELDS
-from agents.tasks import train
-from agents.training import TrainConfig
+from agents.carracing import perturb
+
+from agents.carracing import scenarios
+from agents.training.bc import frame_gaps, net_config
+from agents.training.collect import CollectConfig, collect
+from agents.training.dagger import FIRST_SEED, DaggerConfig, dagger
+from agents.carracing.env import EPISODE_STEPS, RENDERER
+from agents.carracing.seeds import HELD_OUT_SEED
+from agents.evaluation.evaluate import DriveJob, EvaluateConfig, describe_run, drive
+from agents.driving.executor import ExecutorConfig, RayExecutor, Task, make_executor, storage_path
+from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
+from agents.driving.rollout import EpisodeResult
+from agents.studies.report import UDACITY_FIELDS
+from agents.training.tasks import train
+from agents.training.loop import TrainConfig
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
 from nac.config import ConfigDict, ConfigError, TrainingDiverged, need
@@ -68,21 +70,21 @@ class Recipe(ConfigDict):
     dagger_epochs: int = 2  # training epochs after each round
     dagger_average: int = DaggerConfig.average  # > 1: the run's weights are the mean of its last K rounds' own, from round 2 on (dagger --average)
     dagger_beta: float | None = DaggerConfig.beta  # round r executes the expert's action with probability beta ** r; None: the
-    # recipe's for each head (agents.dagger.recipe_beta)
+    # recipe's for each head (agents.training.dagger.recipe_beta)
     dagger_off_road: int = DaggerConfig.off_road_steps  # > 0: a DAgger rollout ends once the car has been off the road this many steps in a row
     dagger_takeover: float = DaggerConfig.takeover  # > 0: the expert takes over a DAgger rollout while the car is this many u/s too fast or off the road (dagger --takeover)
     dagger_perturb: str = DaggerConfig.perturb  # the policy drives half the DAgger rollouts under this perturbation (dagger --perturb; auto: the run's frame gaps)
     window: int = 8  # frames per window
     stride_jitter: int | None = None  # > 1: windows with irregular frame gaps 1..J (true timestamps kept) ...
-    regular_share: float | None = None  # ... except this share of them; None: the recipe's for the head (agents.bc.frame_gaps)
+    regular_share: float | None = None  # ... except this share of them; None: the recipe's for the head (agents.training.bc.frame_gaps)
     arrival_windows: bool = False  # DAgger rows a perturbed policy decided on train on the windows it saw (train --arrival-windows)
     shift: int = 0  # random image shifts of up to this many pixels (train --shift)
-    augment: str = "none"  # an augmentation against visual shift (train --augment; agents.augment)
+    augment: str = "none"  # an augmentation against visual shift (train --augment; agents.training.augment)
     select_episodes: int = 0  # > 0: best weights by closed-loop return over this many episodes (train --select-episodes)
     lr: float = 1e-4  # Adam learning rate
     ema: float = 0.0  # > 0: keep and judge a moving average of the weights, this decay per step (train --ema)
     batch_size: int = 32
-    loss: str = "mse"  # continuous actions: "mse" or "l1" (agents.bc.loss_terms)
+    loss: str = "mse"  # continuous actions: "mse" or "l1" (agents.training.bc.loss_terms)
     balance: str = "auto"  # class imbalance (train --balance): auto = weighted loss for discrete actions, none for continuous
     turn_weight: float = 0.0  # wheel-angle networks: the angle's error weighted where the expert's plan turns fast (train --turn-weight)
     val_fraction: float = 0.2  # share of the demonstrations held out for validation (the paper's CarRacing split: 0.1)
@@ -177,8 +179,8 @@ class StudyConfig:
     episodes: int = 50  # held-out episodes per run at the clean level
     perturb_episodes: int | None = None  # per run at each level with a perturbation: the first ones of those seeds (None: episodes)
     seed_start: int = HELD_OUT_SEED  # held-out seeds seed_start ..
-    levels: list[str] = field(default_factory=lambda: [CLEAN])  # conditions: "none" (clean), a scenario (agents.scenarios), a
-    # perturbation (agents.perturb) or SCENARIO+PERTURBATION (agents.perturb.parse_level)
+    levels: list[str] = field(default_factory=lambda: [CLEAN])  # conditions: "none" (clean), a scenario (agents.carracing.scenarios), a
+    # perturbation (agents.carracing.perturb) or SCENARIO+PERTURBATION (agents.carracing.perturb.parse_level)
     max_steps: int = EPISODE_STEPS  # steps per episode
     workers: int = 0  # local processes; 0 = up to 2
     ray: str | None = None  # Ray cluster address, or "local"; None: local processes
@@ -303,9 +305,9 @@ def train_guarded(job: tuple[Callable[[dict[str, Any]], dict[str, Any]], dict[st
 
 def eval_episodes(job: tuple[str, bool, int, str, tuple[int, ...]]) -> list[dict[str, Any]]:
     """Held-out episodes of one run at one level (a task), one record per seed in order, driven as
-    the run drives by default (agents.policy.default_decoder: argmax, or its own decoder for rate and
+    the run drives by default (agents.driving.policy.default_decoder: argmax, or its own decoder for rate and
     wheel-angle networks); unperturbed ones stepped together, one batched forward a step
-    (agents.evaluate.drive: each episode the one it would be alone)."""
+    (agents.evaluation.evaluate.drive: each episode the one it would be alone)."""
     path, continuous, max_steps, level, seeds = job
     at = perturb.parse_level(level)
     out = drive(DriveJob(path, "best", None, continuous, max_steps, at.perturbation, RENDERER, at.scenario, tuple(seeds)))

@@ -15,13 +15,13 @@ import torch
 
 from gymnasium.envs.box2d.car_racing import CarRacing
 
-from agents.env import ENV_ID, make_env
-from agents.render import DirectRenderer
+from agents.carracing.env import ENV_ID, make_env
+from agents.carracing.render import DirectRenderer
 from agents.experts import make_expert
-from agents.policy import DrivingPolicy
+from agents.driving.policy import DrivingPolicy
 from nac.driving import Dropout, DrivingNet, DrivingNetConfig
 
-PRETRAINED_NAC = str(Path(__file__).parent / "pretrained" / "nac")  # the policy whose episodes bench env times
+PRETRAINED_NAC = str(Path(__file__).parents[1] / "pretrained" / "nac")  # the policy whose episodes bench env times
 
 
 def camera_frames(n: int, seed: int = 0) -> np.ndarray:
@@ -142,7 +142,7 @@ def bench_env(steps: int = 1000, seed: int = 0, policy: str | None = None) -> li
             break
     rows.append(row("planned expert step", "discrete track expert, 40-step look-ahead", planned))
 
-    from agents.rollout import run_episode  # here: rollout imports the executor, which the other benches need not
+    from agents.driving.rollout import run_episode  # here: rollout imports the executor, which the other benches need not
 
     for name, make_driver, continuous in (("discrete track expert, recording pixels", lambda e: make_expert("track", e), False),
                                           (f"policy {policy or 'agents/pretrained/nac'}", lambda e: DrivingPolicy.from_run(policy or PRETRAINED_NAC), True)):

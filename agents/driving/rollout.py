@@ -10,8 +10,8 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-from agents.env import skipped_tiles, wheels_off_road
-from agents.executor import ExecutorConfig, Task, make_executor
+from agents.carracing.env import skipped_tiles, wheels_off_road
+from agents.driving.executor import ExecutorConfig, Task, make_executor
 
 SOLVED = 900.0  # CarRacing counts an average of 900 as solved
 
@@ -31,7 +31,7 @@ class EpisodeResult:
     length: int
     lap_finished: bool
     tiles_visited: float  # share of the track's tiles visited
-    tiles_skipped: int = 0  # tiles driven past without touching them (agents.env.skipped_tiles): one costs the lap
+    tiles_skipped: int = 0  # tiles driven past without touching them (agents.carracing.env.skipped_tiles): one costs the lap
     wheels_off: float = 0.0  # share of steps with a wheel off the road (touching no tile)
 
     def to_dict(self) -> dict[str, Any]:

@@ -30,8 +30,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from agents import scenarios
-from agents.env import ACTIONS, FPS
+from agents.carracing import scenarios
+from agents.carracing.env import ACTIONS, FPS
 from nac.config import ConfigError
 
 KINDS = {  # name -> (default level, allowed range text, check)
@@ -81,7 +81,7 @@ def parse(text: str) -> Perturbation:
 
 @dataclass(frozen=True)
 class Level:
-    """One condition episodes are driven in: a scenario of the environment (agents.scenarios) and
+    """One condition episodes are driven in: a scenario of the environment (agents.carracing.scenarios) and
     a perturbation between it and the policy, each optional. Written "none" (clean), "color",
     "drop=0.2" or both joined by "+": "color+drop=0.2"."""
 

@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from agents.policy import resolve_device
-from agents.distributed import init_distributed
-from agents.training import TrainConfig, fit, prepare_run
+from agents.driving.policy import resolve_device
+from agents.training.distributed import init_distributed
+from agents.training.loop import TrainConfig, fit, prepare_run
 from datasets.demos import DataError
 from datasets.udacity import UdacityDataset, preprocess, read_logs, split_by_session
 from nac.checkpoint import load_checkpoint

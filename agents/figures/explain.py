@@ -21,13 +21,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from agents.bc import CLASSES, action_classes
-from agents.env import make_env
-from agents.scenarios import CLEAN
-from agents.seeds import HELD_OUT_SEED
+from agents.training.bc import CLASSES, action_classes
+from agents.carracing.env import make_env
+from agents.carracing.scenarios import CLEAN
+from agents.carracing.seeds import HELD_OUT_SEED
 from agents.experts import make_expert
-from agents.policy import DrivingPolicy
-from agents.saliency import saliency
+from agents.driving.policy import DrivingPolicy
+from agents.figures.saliency import saliency
 from nac.checkpoint import write_json
 from nac.config import need
 
@@ -40,7 +40,7 @@ class ExplainConfig:
     out: str
     seed: int = HELD_OUT_SEED
     max_steps: int = 1000
-    scenario: str = CLEAN  # agents.scenarios: what the frames show
+    scenario: str = CLEAN  # agents.carracing.scenarios: what the frames show
     saliency_frames: int = 12  # frames of the saliency grid, evenly spaced over the episode
 
     def __post_init__(self) -> None:

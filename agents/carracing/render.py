@@ -9,7 +9,7 @@ scene above the instrument strip, in the same order and colours, on a (96 k) x (
 into the y mapping) and area-averages it by k. The instrument strip is the only part drawn at the window's own resolution (1000 x 100
 pixels, with gymnasium's own rounding of its bars and the same cached score text) and
 smooth-scaled to the frame's last 12 rows exactly as gymnasium scales it, because policies read
-the speed bar (agents.env.frame_speed). Written here: gymnasium offers no other renderer, and no
+the speed bar (agents.carracing.env.frame_speed). Written here: gymnasium offers no other renderer, and no
 library draws CarRacing's scene.
 
 The frames are not bit-identical to gymnasium's (polygon edges are rasterised on a coarser grid);
@@ -28,7 +28,7 @@ from gymnasium.envs.box2d import car_dynamics
 from gymnasium.envs.box2d import car_racing as cr
 from pygame import gfxdraw
 
-from agents.scenarios import BLOB_COLOUR
+from agents.carracing.scenarios import BLOB_COLOUR
 
 FRAME = 96  # CarRacing's observation is FRAME x FRAME x 3 (car_racing.STATE_W, STATE_H)
 STRIP_ROWS = 12  # the instrument strip: the window's last 5/40 of its height, rows 84..95 of the frame
@@ -67,7 +67,7 @@ def view(env: cr.CarRacing, fx: float = 1.0, fy: float = 1.0) -> tuple[np.ndarra
 
 
 def draw_scenario(surf: pygame.Surface, env: cr.CarRacing, m: np.ndarray, b: np.ndarray, scene_rows: int) -> None:
-    """What a scenario (agents.scenarios) draws over the scene: the blob and the bars, on a surface
+    """What a scenario (agents.carracing.scenarios) draws over the scene: the blob and the bars, on a surface
     whose first `scene_rows` rows are the window's above its instrument strip, world points mapped
     by p = m @ w + b (view)."""
     scenario = getattr(env, "scenario", None)

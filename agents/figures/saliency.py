@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.policy import DrivingPolicy
+from agents.driving.policy import DrivingPolicy
 
 
 def saliency(policy: DrivingPolicy, frame: np.ndarray, action: Any) -> np.ndarray:

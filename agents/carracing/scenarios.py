@@ -22,7 +22,7 @@ gymnasium's CarRacing-v3, and gymnasium's own domain randomisation:
   clean ones of the same seed; the other scenarios keep the clean track of every seed.
 
 Every random draw comes from the episode's seed (and the scenario's name), so that every policy
-meets the very same variant of every track. Both renderers (agents.render) draw every scenario.
+meets the very same variant of every track. Both renderers (agents.carracing.render) draw every scenario.
 Written here: no library ships these variants for gymnasium's CarRacing-v3.
 """
 

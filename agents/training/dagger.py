@@ -28,22 +28,22 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from agents.tasks import train
-from agents.training import TrainConfig
-from agents.collect import Recorder, demo_header, save_recording
-from agents.seeds import CHECK_SEED, DAGGER_SEED
-from agents.env import EPISODE_STEPS, OffRoadLimit, make_env, wheels_off_road
-from agents.evaluate import EvaluateConfig, evaluate
+from agents.training.tasks import train
+from agents.training.loop import TrainConfig
+from agents.training.collect import Recorder, demo_header, save_recording
+from agents.carracing.seeds import CHECK_SEED, DAGGER_SEED
+from agents.carracing.env import EPISODE_STEPS, OffRoadLimit, make_env, wheels_off_road
+from agents.evaluation.evaluate import EvaluateConfig, evaluate
 from agents.experts import check_expert, make_expert
-from agents.policy import DrivingPolicy
-from agents.executor import ExecutorConfig, storage_path
-from agents import perturb as perturbations
-from agents.rollout import parallel_map, run_episode
+from agents.driving.policy import DrivingPolicy
+from agents.driving.executor import ExecutorConfig, storage_path
+from agents.carracing import perturb as perturbations
+from agents.driving.rollout import parallel_map, run_episode
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
 
-FIRST_SEED = DAGGER_SEED  # DAgger rollouts use seeds from here on (agents.seeds)
+FIRST_SEED = DAGGER_SEED  # DAgger rollouts use seeds from here on (agents.carracing.seeds)
 # A check episode that reached fewer of its track's tiles than this lost the track (off the road for good, turned round, stalled):
 # a policy that drives every bend ends its lap within 1000 steps or, on the longest tracks, a few tiles short of it, and a lap
 # lost to one skipped tile still reaches 99 %; the lost tracks seen reached 44-92 % (docs/studies/discrete-heads/README.md,
@@ -97,7 +97,7 @@ class DaggerConfig:
     perturb: str = "auto"  # the rollouts on odd seeds (half of each round's) drive the policy under this perturbation (as `evaluate
     # --perturb` takes it, e.g. "jitter=3"; "none": never); the expert labels every frame as in any rollout, so the data holds the
     # states a policy with late or missing frames drives into and the way back. "auto": the run's own irregular frame gaps, jitter=J
-    # for a run whose windows have gaps of 1..J (NAC and CfC on the gap mix, agents.bc.frame_gaps), none for regular windows
+    # for a run whose windows have gaps of 1..J (NAC and CfC on the gap mix, agents.training.bc.frame_gaps), none for regular windows
     # (rollout_perturbation). With it NAC at beta 0.3 held 855 / 862 at drop 0.4 / jitter 3 (without: 764 / 731), clean unchanged
     # (docs/studies/mha-rope/README.md, 'Perturbed DAgger rollouts')
 

@@ -16,13 +16,15 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from agents import perturb, scenarios
-from agents.env import EPISODE_STEPS, RENDERER, check_renderer, make_env
-from agents.seeds import HELD_OUT_SEED, SELECT_SEED
-from agents.expert_eval import ExpertEvalConfig, evaluate_expert
-from agents.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
-from agents.executor import ExecutorConfig, storage_path
-from agents.rollout import EpisodeResult, parallel_map, run_episode, run_episodes, shares, summarize
+from agents.carracing import perturb
+
+from agents.carracing import scenarios
+from agents.carracing.env import EPISODE_STEPS, RENDERER, check_renderer, make_env
+from agents.carracing.seeds import HELD_OUT_SEED, SELECT_SEED
+from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
+from agents.driving.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
+from agents.driving.executor import ExecutorConfig, storage_path
+from agents.driving.rollout import EpisodeResult, parallel_map, run_episode, run_episodes, shares, summarize
 from nac.checkpoint import load_checkpoint, write_json
 from nac.config import ConfigError, need
 
@@ -35,12 +37,12 @@ class EvaluateConfig:
     workers: int = 0  # processes; 0 = up to 2
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     weights: str = "best"  # which weights of each run: best (validation) or last
-    actions: str | None = None  # discrete actions: argmax, sample, diffuse or wheel (agents.policy.DECODERS); None: each run's own
+    actions: str | None = None  # discrete actions: argmax, sample, diffuse or wheel (agents.driving.policy.DECODERS); None: each run's own
     experts: bool = True  # add the track expert's figures on the same seeds as reference rows
-    perturb: str | None = None  # one perturbation (agents.perturb), e.g. "drop=0.2"; None or "none": clean
+    perturb: str | None = None  # one perturbation (agents.carracing.perturb), e.g. "drop=0.2"; None or "none": clean
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
-    renderer: str = RENDERER  # how the frames are drawn (agents.env.RENDERERS): direct, or gymnasium's own pixels
-    scenario: str = scenarios.CLEAN  # what the frames show (agents.scenarios.SCENARIOS): a generalization test, or clean
+    renderer: str = RENDERER  # how the frames are drawn (agents.carracing.env.RENDERERS): direct, or gymnasium's own pixels
+    scenario: str = scenarios.CLEAN  # what the frames show (agents.carracing.scenarios.SCENARIOS): a generalization test, or clean
     batch: int = 5  # a run's clean episodes stepped together in one process, one batched policy forward a step
     # (perturbed episodes are driven one at a time); each episode is the one it would be alone
 
@@ -68,7 +70,7 @@ class RunInfo:
     action_space: str
     training_seeds: list[int]
     val_accuracy: float | None
-    decoder: str  # how its discrete actions are taken by default (agents.policy.DrivingPolicy)
+    decoder: str  # how its discrete actions are taken by default (agents.driving.policy.DrivingPolicy)
     net: dict[str, Any]  # its network's config (DrivingNetConfig)
 
 
@@ -126,15 +128,15 @@ class DriveJob(NamedTuple):
     actions: str | None  # discrete actions' decoder; None: the run's own
     continuous: bool
     max_steps: int
-    perturbation: str | None  # agents.perturb; None: none
-    renderer: str  # agents.env.RENDERERS
-    scenario: str  # agents.scenarios.SCENARIOS
+    perturbation: str | None  # agents.carracing.perturb; None: none
+    renderer: str  # agents.carracing.env.RENDERERS
+    scenario: str  # agents.carracing.scenarios.SCENARIOS
     seeds: tuple[int, ...]
 
 
 def drive(job: DriveJob) -> list[tuple[str, EpisodeResult, np.ndarray]]:
     """Episodes of one run, one per seed -> [(run, result, step latencies)] in the seeds' order.
-    Unperturbed episodes are stepped together (agents.rollout.run_episodes: one batched forward a
+    Unperturbed episodes are stepped together (agents.driving.rollout.run_episodes: one batched forward a
     step, its time shared by the episodes); under a perturbation each is driven alone, as its
     frames arrive."""
     path, weights, actions, continuous, max_steps, spec, renderer, scenario, seeds = job

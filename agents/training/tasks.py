@@ -1,7 +1,7 @@
 """The training tasks by name, and `train`: the one entry point that runs a TrainConfig.
 
 Each task's trainer builds its data and network and hands them to the shared loop
-(`agents.training.fit`); the loop imports no task, so dependencies run one way:
+(`agents.training.loop.fit`); the loop imports no task, so dependencies run one way:
 tasks -> bc / udacity -> training.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from agents.bc import train_carracing
-from agents.training import TrainConfig
-from agents.udacity import train_udacity
+from agents.training.bc import train_carracing
+from agents.training.loop import TrainConfig
+from agents.training.udacity import train_udacity
 
 Trainer = Callable[[TrainConfig, bool, bool, bool], dict[str, Any]]
 

@@ -18,9 +18,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from agents import scenarios
-from agents.perturb import CLEAN, level_panel, parse_level
-from agents.rollout import lost_to_skip
+from agents.carracing import scenarios
+from agents.carracing.perturb import CLEAN, level_panel, parse_level
+from agents.driving.rollout import lost_to_skip
 from datasets.demos import seed_ranges
 from nac.checkpoint import write_json
 from nac.config import ConfigError

@@ -12,10 +12,10 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from agents.env import ACTIONS, EPISODE_STEPS, FAST_ID, FPS, RENDERER, STATE_FIELDS, car_state, make_env
+from agents.carracing.env import ACTIONS, EPISODE_STEPS, FAST_ID, FPS, RENDERER, STATE_FIELDS, car_state, make_env
 from agents.experts import check_expert, make_expert
-from agents.executor import ExecutorConfig, storage_path
-from agents.rollout import EpisodeResult, parallel_map, run_episode
+from agents.driving.executor import ExecutorConfig, storage_path
+from agents.driving.rollout import EpisodeResult, parallel_map, run_episode
 from datasets.demos import DataError, DemoSet, Episode, write_episode
 from nac.config import ConfigError
 

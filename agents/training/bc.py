@@ -2,7 +2,7 @@
 
 Batches are made of chunks of consecutive labelled steps: their windows overlap, so each
 distinct frame is encoded once per batch (a chunk of 8 steps with windows of 8 frames needs 15
-frames, not 64). The loop itself (devices, budget, checkpoints, resume) is agents.training's.
+frames, not 64). The loop itself (devices, budget, checkpoints, resume) is agents.training.loop's.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from agents.augment import augment
-from agents.seeds import SELECT_SEED
-from agents.env import STATE_FIELDS, WHEEL_LIMIT, WHEEL_RATE, make_env, wheel_action
-from agents.policy import DrivingPolicy, resolve_device
-from agents.rollout import run_episode
-from agents.distributed import init_distributed
-from agents.training import TrainConfig, fit, prepare_run
+from agents.training.augment import augment
+from agents.carracing.seeds import SELECT_SEED
+from agents.carracing.env import STATE_FIELDS, WHEEL_LIMIT, WHEEL_RATE, make_env, wheel_action
+from agents.driving.policy import DrivingPolicy, resolve_device
+from agents.driving.rollout import run_episode
+from agents.training.distributed import init_distributed
+from agents.training.loop import TrainConfig, fit, prepare_run
 from datasets.demos import DataError, DemoSet, Episode
 from nac.checkpoint import write_json
 from datasets.windows import FrameStore, FrameWindows, arrival_back, jittered_back, kfold_by_episode, split_by_episode
@@ -255,7 +255,7 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
     if net.config.wheel_target:
         # the planned angle (in units of the joint's range) and the speed excess (in units of excess_scale), both by
         # squared error; a row is correct when the action decoded at the recorded wheel angle is the expert's (the
-        # row's own angle decoded: at drive time agents.env.WheelDecoder aims at the angle asked for WHEEL_DELAY steps
+        # row's own angle decoded: at drive time agents.carracing.env.WheelDecoder aims at the angle asked for WHEEL_DELAY steps
         # before, which a row alone does not hold, so this accuracy is a diagnostic of the outputs, not of the driving)
         labels = batch["actions"].long()
         angle = WHEEL_LIMIT * torch.tanh(raw[:, 0].float())
@@ -403,7 +403,7 @@ class CarRacingTask:
         torch.manual_seed(cfg.seed)
         self.net = DrivingNet(net_cfg)
         if cfg.init_from and not resume:
-            from agents.policy import load_run  # the same checkpoint reader the policy uses
+            from agents.driving.policy import load_run  # the same checkpoint reader the policy uses
 
             init = load_run(cfg.init_from, "best")
             if init.config != net_cfg:

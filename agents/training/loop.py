@@ -9,8 +9,8 @@ no pickles: tensors in safetensors, everything else in JSON. The order of an epo
 of (seed, epoch) and dropout is seeded per step, so a resumed run takes the same steps as an
 uninterrupted one.
 
-The loop knows no task: a task (agents.bc's CarRacing windows, agents.udacity's PilotNet) is
-built by its trainer and handed to `fit`; `agents.tasks.train` picks the trainer by name. A task
+The loop knows no task: a task (agents.training.bc's CarRacing windows, agents.training.udacity's PilotNet) is
+built by its trainer and handed to `fit`; `agents.training.tasks.train` picks the trainer by name. A task
 supplies the network and its data: `net` (with save()), `label`, `extra` (what goes into
 config.json), `batches_per_epoch()`, `batch(epoch, b, device)`, `loss(model, batch, device)` ->
 (mean loss, progress figures), and `validate(device)` -> figures including "val_loss".
@@ -33,13 +33,13 @@ from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
-from agents.augment import check_augment
-from agents.distributed import Dist, any_process, barrier
-from agents.env import EPISODE_STEPS
+from agents.training.augment import check_augment
+from agents.training.distributed import Dist, any_process, barrier
+from agents.carracing.env import EPISODE_STEPS
 from nac.checkpoint import write_json
 from nac.config import ConfigError, TrainingDiverged, need
 
-TASKS = ("carracing", "udacity")  # the trainers by name are in agents.tasks
+TASKS = ("carracing", "udacity")  # the trainers by name are in agents.training.tasks
 BALANCE = ("auto", "weights", "sampler", "none")
 LOSSES = ("mse", "l1")
 STATE = "train_state"
@@ -60,12 +60,12 @@ class TrainConfig:
     frame_stride: int = 1  # carracing: steps between a window's frames
     stride_jitter: int | None = None  # carracing: > 1 draws each gap between a window's frames from 1..J (true times kept)
     regular_share: float | None = None  # carracing, with stride_jitter > 1: this share of windows keeps regular gaps (a mix)
-    # None (either): the recipe's for the head and the demonstrations' action space (agents.bc.frame_gaps), resolved when
+    # None (either): the recipe's for the head and the demonstrations' action space (agents.training.bc.frame_gaps), resolved when
     # training starts and saved so in the run's config
     arrival_windows: bool = False  # carracing: a row a policy decided on in a perturbed DAgger rollout is trained on the
     # window it saw there, with the gaps the frames really came at (datasets.windows.arrival_back), not on gaps drawn afresh
     shift: int = 0  # carracing: random image shifts of up to this many pixels (DrQ / RAD), one per chunk of steps
-    augment: str = "none"  # carracing: an augmentation against visual shift, drawn per chunk of steps (agents.augment.AUGMENTS:
+    augment: str = "none"  # carracing: an augmentation against visual shift, drawn per chunk of steps (agents.training.augment.AUGMENTS:
     # jitter, randconv, overlay)
     select_episodes: int = 0  # carracing: > 0 keeps as best the weights that drive best over this many closed-loop
     # episodes (seeds SELECT_SEED.., the same at every validation), not those with the lowest validation loss
@@ -80,7 +80,7 @@ class TrainConfig:
     # action class biases the mean action: measured, gas 13 % low and braking 27 % too often)
     loss: str = "mse"  # carracing, continuous actions: "mse" (conditional mean) or "l1" (conditional median)
     turn_weight: float = 0.0  # carracing, wheel-angle networks: the angle's squared error weighted by 1 + this x how fast the
-    # planned angle turns there (agents.bc.turn_rates: 0 on a straight or a steady bend, 1 at the wheel's top rate)
+    # planned angle turns there (agents.training.bc.turn_rates: 0 on a straight or a steady bend, 1 at the wheel's top rate)
     val_fraction: float = 0.2  # share of episodes (carracing) or sessions (udacity) held out
     val_episodes: list[str] | None = None  # carracing: the held-out episodes ("folder:seed"); resolved at start
     folds: int = 1  # carracing: > 1 is k-fold cross-validation by episode, one sub-run per fold

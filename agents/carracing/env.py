@@ -13,15 +13,15 @@ from gymnasium.envs.box2d.car_racing import CarRacing
 from gymnasium.wrappers import TimeLimit
 from pygame import gfxdraw
 
-from agents.seeds import CHECK_SEED, SELECT_SEED  # noqa: F401 (imported from here by older code)
-from agents.render import DirectRenderer, blit_array, draw_scenario, road_polygons, view
-from agents.scenarios import CLEAN, Scenario
+from agents.carracing.seeds import CHECK_SEED, SELECT_SEED  # noqa: F401 (imported from here by older code)
+from agents.carracing.render import DirectRenderer, blit_array, draw_scenario, road_polygons, view
+from agents.carracing.scenarios import CLEAN, Scenario
 from nac.config import need
 
 ENV_ID = "CarRacing-v3"  # gymnasium's environment
 FAST_ID = "nacdrive/CarRacing-v3"  # the same, drawn faster (FastCarRacing): what make_env builds and recordings name
 # How FastCarRacing draws its observation: "direct" draws the 96 x 96 frame at six times its size and averages it
-# down (agents.render: several times faster, and close enough to gymnasium's frame that policies trained on either
+# down (agents.carracing.render: several times faster, and close enough to gymnasium's frame that policies trained on either
 # drive alike); "gymnasium" draws gymnasium's very pixels (its 1000 x 800 window, smooth-scaled).
 RENDERERS = ("direct", "gymnasium")
 RENDERER = "direct"
@@ -99,7 +99,7 @@ def check_renderer(renderer: str) -> None:
 
 
 class FastCarRacing(CarRacing):
-    """CarRacing-v3 with its observation drawn faster: by agents.render.DirectRenderer (renderer
+    """CarRacing-v3 with its observation drawn faster: by agents.carracing.render.DirectRenderer (renderer
     "direct"), or as gymnasium draws it, to the very pixel, about twice as fast ("gymnasium").
 
     gymnasium's `_render_road` moves each of the ~700 grass and road polygons to the screen one
@@ -114,7 +114,7 @@ class FastCarRacing(CarRacing):
         check_renderer(renderer)
         if kwargs.pop("domain_randomize", False):  # gymnasium's own flag names the scenario too
             scenario = "domain-randomize"
-        self.scenario = Scenario(scenario)  # agents.scenarios: what the frames show, drawn by either renderer
+        self.scenario = Scenario(scenario)  # agents.carracing.scenarios: what the frames show, drawn by either renderer
         super().__init__(*args, domain_randomize=scenario == "domain-randomize", **kwargs)
         self.renderer = renderer
         self._direct = DirectRenderer() if renderer == "direct" else None
@@ -130,7 +130,7 @@ class FastCarRacing(CarRacing):
         return super().reset(seed=seed, options=options)
 
     def _shapes(self) -> tuple[np.ndarray, list]:
-        """agents.render.road_polygons of the present track, built at its first frame."""
+        """agents.carracing.render.road_polygons of the present track, built at its first frame."""
         if getattr(self, "_road_shapes", None) is None:
             self._road_shapes = road_polygons(self)
         return self._road_shapes
@@ -165,7 +165,7 @@ class FastCarRacing(CarRacing):
         draw_scenario(self.surf, self, *view(self), H - H * 5 // 40)  # on the flipped window, the strip not yet drawn over
 
 
-gym.register(FAST_ID, entry_point="agents.env:FastCarRacing", max_episode_steps=EPISODE_STEPS)  # a string: specs are serialised (Minari)
+gym.register(FAST_ID, entry_point="agents.carracing.env:FastCarRacing", max_episode_steps=EPISODE_STEPS)  # a string: specs are serialised (Minari)
 
 
 class _NoPixelsCarRacing(FastCarRacing):
@@ -184,7 +184,7 @@ class _NoPixelsCarRacing(FastCarRacing):
 def make_env(continuous: bool = False, max_steps: int = EPISODE_STEPS, pixels: bool = True, renderer: str = RENDERER,
              scenario: str = CLEAN) -> gym.Env:
     """CarRacing-v3 with the given action space, ending after max_steps steps, its frames drawn by
-    `renderer` (RENDERERS) in `scenario` (agents.scenarios.SCENARIOS)."""
+    `renderer` (RENDERERS) in `scenario` (agents.carracing.scenarios.SCENARIOS)."""
     if pixels:
         return gym.make(FAST_ID, continuous=continuous, max_episode_steps=max_steps, renderer=renderer, scenario=scenario)
     return TimeLimit(_NoPixelsCarRacing(continuous=continuous, scenario=scenario), max_episode_steps=max_steps)
@@ -244,7 +244,7 @@ STATE_FIELDS = ("x", "y", "angle", "speed", "wheel_angle", "progress", "plan_whe
 # experts that do not plan (only the discrete track expert does). speed_excess: the car's speed above the track
 # expert's target speed there (u/s; negative below it), from which it brakes; NaN for other experts. Both recorded
 # beside the car's state (collect.Recorder). policy_saw: in a DAgger rollout, 1 where the driving policy saw the
-# frame when it came (0: a perturbation dropped or delayed it: agents.perturb.PerturbedPolicy.saw); NaN in expert
+# frame when it came (0: a perturbation dropped or delayed it: agents.carracing.perturb.PerturbedPolicy.saw); NaN in expert
 # demonstrations. Training cuts the windows the policy saw from it (datasets.windows.arrival_back).
 PLAN_AHEAD = 3
 BRAKE_EXCESS = 3.0  # the discrete track expert brakes when speed_excess is above this (its speed_margin); so does the

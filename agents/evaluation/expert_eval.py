@@ -6,11 +6,11 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
 
-from agents import scenarios
-from agents.env import EPISODE_STEPS, make_env
+from agents.carracing import scenarios
+from agents.carracing.env import EPISODE_STEPS, make_env
 from agents.experts import check_expert, expert_needs_pixels, make_expert
-from agents.executor import ExecutorConfig
-from agents.rollout import EpisodeResult, parallel_map, run_episode, shares, summarize
+from agents.driving.executor import ExecutorConfig
+from agents.driving.rollout import EpisodeResult, parallel_map, run_episode, shares, summarize
 from nac.config import ConfigError
 
 
@@ -24,7 +24,7 @@ class ExpertEvalConfig:
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     model: str | None = None  # model file (PPO expert)
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
-    scenario: str = scenarios.CLEAN  # agents.scenarios: the track expert reads the car's state, so only domain-randomize (its
+    scenario: str = scenarios.CLEAN  # agents.carracing.scenarios: the track expert reads the car's state, so only domain-randomize (its
     # own tracks) changes what it drives; the PPO expert sees the frames
 
     def __post_init__(self) -> None:

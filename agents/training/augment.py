@@ -1,7 +1,7 @@
 """Generic image augmentations for behaviour cloning, against visual shift: each picks its random
 draws per chunk of consecutive steps (a window's frames change together, as they would in a shifted
 world) and changes only the scene above the instrument strip (the car's own instruments, which the
-policy reads, look the same in every scenario of agents.scenarios).
+policy reads, look the same in every scenario of agents.carracing.scenarios).
 
 - `jitter`: colour jitter: brightness, contrast and saturation each scaled by a factor in
   [1 - JITTER, 1 + JITTER], the hue turned by up to HUE_TURN of a full turn.
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from agents.render import FRAME, STRIP_ROWS
+from agents.carracing.render import FRAME, STRIP_ROWS
 
 AUGMENTS = ("none", "jitter", "randconv", "overlay")
 SHARE = 0.5  # of chunks augmented

@@ -20,12 +20,12 @@ import torch
 from matplotlib import colormaps
 from PIL import Image, ImageDraw, ImageFont
 
-from agents.env import ACTIONS, FPS, car_state, make_env
-from agents.scenarios import CLEAN
-from agents.seeds import HELD_OUT_SEED
+from agents.carracing.env import ACTIONS, FPS, car_state, make_env
+from agents.carracing.scenarios import CLEAN
+from agents.carracing.seeds import HELD_OUT_SEED
 from agents.experts import make_expert
-from agents.policy import DrivingPolicy
-from agents.saliency import saliency
+from agents.driving.policy import DrivingPolicy
+from agents.figures.saliency import saliency
 
 SCALE = 4  # 96 px camera -> 384 px
 CAM = 96 * SCALE
@@ -219,7 +219,7 @@ class RecordConfig:
     episodes: int = 1  # consecutive seeds, one after another in the same video
     max_steps: int = 1000
     saliency: bool = True
-    scenario: str = CLEAN  # agents.scenarios: what the frames show
+    scenario: str = CLEAN  # agents.carracing.scenarios: what the frames show
 
 
 def record_video(cfg: RecordConfig) -> dict[str, Any]:

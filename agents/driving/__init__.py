@@ -1,0 +1,1 @@
+"""A policy driving: the trained network as a policy, episodes and their statistics, where parallel work runs."""

@@ -1,0 +1,1 @@
+"""What a run shows: evaluation videos, explanation figures, saliency."""

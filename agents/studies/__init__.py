@@ -1,0 +1,1 @@
+"""Studies: grids of heads, recipes and training seeds, driven alike, and their rliable reports."""

@@ -1,0 +1,1 @@
+"""Training: demonstrations recorded, behaviour cloning, augmentations, DAgger, PilotNet for Udacity."""
