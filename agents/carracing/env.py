@@ -42,7 +42,7 @@ def wheel_after(angle: np.ndarray | float, action: np.ndarray | int) -> np.ndarr
     (2, left) or 0 (any other) at its motor's speed, min(50 x shortfall, 3) rad/s, up to where the
     joint stops (WHEEL_STOP). A policy can so follow its wheels from its own actions: over three
     expert episodes this model stayed within 0.001 rad of Box2D's joint, and over a lap driven to
-    the joint's stops (tests/agents/test_expert.py). Elementwise over arrays."""
+    the joint's stops (tests/agents/experts/test_expert.py). Elementwise over arrays."""
     action = np.asarray(action)
     aim = np.where(action == 1, -DISCRETE_STEER, np.where(action == 2, DISCRETE_STEER, 0.0))
     return np.clip(angle + np.clip(aim - angle, -WHEEL_RATE, WHEEL_RATE), -WHEEL_STOP, WHEEL_STOP)
@@ -60,7 +60,7 @@ SPEED_BAR_BASE = 3.31  # u/s: smoothscale spreads the bar's base over the row be
 
 
 def frame_speed(frame: np.ndarray) -> float:
-    """The car's speed (u/s) as the frame's speed bar shows it, within 1.6 u/s (tests/agents/test_env.py):
+    """The car's speed (u/s) as the frame's speed bar shows it, within 1.6 u/s (tests/agents/carracing/test_env.py):
     what a policy knows of its speed without privileged state. frame: a (96, 96, 3) CarRacing frame.
     Read here by hand: the bar is four lines of gymnasium's drawing code, and no library reads it."""
     if frame.shape != (96, 96, 3):
@@ -107,7 +107,7 @@ class FastCarRacing(CarRacing):
     three quarters of a recorded step's time. This does that arithmetic on numpy arrays and draws the
     polygons in view with the same gfxdraw calls, in the same order, from the same float
     coordinates (the rotation's cosine and sine are pygame's own, so its special cases at right
-    angles carry over): tests/agents/test_env.py checks the frames equal gymnasium's bit for bit.
+    angles carry over): tests/agents/carracing/test_env.py checks the frames equal gymnasium's bit for bit.
     Written here because gymnasium offers no faster renderer."""
 
     def __init__(self, *args, renderer: str = RENDERER, scenario: str = CLEAN, **kwargs) -> None:

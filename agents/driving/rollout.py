@@ -87,7 +87,7 @@ def run_episodes(envs: list[gym.Env], policy: BatchPolicy, seeds: list[int]) -> 
     """Full episodes on `seeds`, one environment each, stepped together: one select_actions call
     (one batched forward) a step for all of them. An episode that has ended is stepped no more; its
     last frame stands in for it until all have ended. Each episode is the one run_episode drives
-    alone with the same policy (tests/agents/test_rollout.py)."""
+    alone with the same policy (tests/agents/driving/test_rollout.py)."""
     if len(envs) != len(seeds):
         raise ValueError(f"run_episodes: {len(envs)} environments for {len(seeds)} seeds")
     obs = [env.reset(seed=seed)[0] for env, seed in zip(envs, seeds)]

@@ -9,7 +9,7 @@ the point it sits on, summed into one force and one torque, and integrated as Bo
 (velocity first, then position, speed capped at Box2D's 2 units a step); the front-wheel joint
 turns at its motor's speed up to where it stops (agents.carracing.env.wheel_after). Over 40-step rollouts
 from states of the expert's own episodes it stays within millimetres of Box2D's car
-(tests/agents/test_car_model.py). The expert's rule (agents.experts.track.TrackFollowingExpert:
+(tests/agents/experts/test_car_model.py). The expert's rule (agents.experts.track.TrackFollowingExpert:
 pure pursuit on its line, its target speed, its steering pulses) is the same arithmetic here,
 scalar, so that one compiled call rolls out every candidate of a step.
 

@@ -12,7 +12,7 @@ from agents.driving.policy import DrivingPolicy
 from agents.driving.rollout import run_episode
 from nac import ConfigError
 
-PRETRAINED = Path(__file__).parents[2] / "agents" / "pretrained"
+PRETRAINED = Path(__file__).parents[3] / "agents" / "pretrained"
 RUNS = ["nac", "lstm", "gru", "cfc", "mha", "mha-rope", "nac-mix", "nac-mix-notime"]
 
 

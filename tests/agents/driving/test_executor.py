@@ -77,12 +77,12 @@ def test_parallel_map_keeps_partial_results_on_failure():
 def test_the_default_path_does_not_import_ray():
     code = (
         "import sys; from agents.driving.rollout import parallel_map; from agents.driving.executor import ExecutorConfig; "
-        "from tests.agents.test_executor import square; "
+        "from tests.agents.driving.test_executor import square; "
         "assert parallel_map(square, [1, 2, 3], ExecutorConfig(workers=2), desc='t') is not None; "
         "import agents.studies.study, scripts.cli; scripts.cli.build_parser(); "
         "assert 'ray' not in sys.modules, 'ray was imported'"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[3])
 
 
 def test_config_refuses():

@@ -15,7 +15,7 @@ from agents.training.udacity import SteeringPolicy
 from nac import ConfigError
 from nac.pilotnet import DENSE, PilotNet, PilotNetConfig
 
-REAL = str(Path(__file__).parents[1] / "data" / "udacity-real")
+REAL = str(Path(__file__).parents[2] / "data" / "udacity-real")
 
 
 def test_pilotnet_dense_is_pilotnets_own_layers():

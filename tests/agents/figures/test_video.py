@@ -94,7 +94,7 @@ def test_a_recorded_udacity_drive_renders_with_its_controls(tmp_path):
 
     from agents.figures.video import record_udacity
 
-    real = Path(__file__).parents[1] / "data" / "udacity-real"
+    real = Path(__file__).parents[2] / "data" / "udacity-real"
     r = record_udacity(str(real), str(tmp_path / "ud.mp4"))
     frames = iio.imread(tmp_path / "ud.mp4")
     assert frames.shape == (20, 320, 896, 3) and r["frames"] == 20 and 5 <= r["fps"] <= 60
