@@ -63,7 +63,7 @@ class Recording:
         return f"{len(self.samples)} rows, {len(self.sessions())} session(s); skipped {len(self.skipped)} rows ({first}{' ...' if len(self.skipped) > 3 else ''})"
 
 
-def _resolve(raw: str, folder: Path) -> Path | None:
+def resolve_config(raw: str, folder: Path) -> Path | None:
     raw = raw.strip()
     if not raw:
         return None
@@ -114,7 +114,7 @@ def read_log(path: str | Path) -> Recording:
             continue
         images, why = {}, None
         for cam, raw in zip(CAMERAS, row[:3]):
-            resolved = _resolve(raw, folder)
+            resolved = resolve_config(raw, folder)
             if resolved is None:
                 if cam == "center":
                     why = f"image {PureWindowsPath(raw.strip()).name or '(empty)'} not found"

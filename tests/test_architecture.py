@@ -119,6 +119,29 @@ def test_no_private_name_crosses_a_module():
     assert not bad, bad
 
 
+def test_tests_use_no_private_name_of_ours():
+    """Tests hold the public behaviour: no `_name` of our modules imported or reached through a module."""
+    modules = our_modules()
+    bad = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                aliases |= {a.asname or a.name for a in node.names if a.name.split(".")[0] in PACKAGES}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                for a in node.names:
+                    if a.name.startswith("_"):
+                        bad.append(f"{path.name}: from {node.module} import {a.name}")
+                    elif f"{node.module}.{a.name}" in modules:
+                        aliases.add(a.asname or a.name)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                bad.append(f"{path.name}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not bad, bad
+
+
 def test_the_checker_sees_a_circle(tmp_path, monkeypatch):
     """The graph builder must find imports inside functions too (a lazy import is still a circle)."""
     src = "def f():\n    from agents.training.loop import fit\n"

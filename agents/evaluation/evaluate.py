@@ -92,7 +92,7 @@ def describe_run(path: str, weights: str) -> RunInfo:
     return RunInfo(path, config["net"]["head"], config["net"]["action_space"], seeds, acc, default_decoder(config["net"]), config["net"])
 
 
-def _policy(path: str, weights: str, actions: str | None) -> DrivingPolicy:
+def run_policy(path: str, weights: str, actions: str | None) -> DrivingPolicy:
     """The run's policy, loaded once per process for its episodes, and again when its weights file has changed since (a DAgger
     round trains a run between its checks, in the process that evaluates it)."""
     return _loaded(path, weights, actions, (Path(path) / f"{weights}.safetensors").stat().st_mtime_ns)
@@ -141,7 +141,7 @@ def drive(job: DriveJob) -> list[tuple[str, EpisodeResult, np.ndarray]]:
     frames arrive."""
     path, weights, actions, continuous, max_steps, spec, renderer, scenario, seeds = job
     torch.set_num_threads(1)  # one thread per worker: the latency figures are per CPU thread
-    policy = _policy(path, weights, actions)
+    policy = run_policy(path, weights, actions)
     envs = [make_env(continuous, max_steps, renderer=renderer, scenario=scenario) for _ in seeds]
     try:
         if spec is None:

@@ -328,7 +328,7 @@ def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch
 
 
 # ---------------------------------------------------------------------- training
-def _resolve(cfg: TrainConfig, demos: Demos, fold_split: tuple[list[str], list[str]] | None) -> TrainConfig:
+def resolve_config(cfg: TrainConfig, demos: Demos, fold_split: tuple[list[str], list[str]] | None) -> TrainConfig:
     """The run's config with what depends on the data filled in: the validation episodes, and the
     frame gaps left to the recipe (None) as it gives them for the head and the action space."""
     cfg = replace(cfg, **frame_gaps(cfg.head, demos.action_space == "continuous", cfg.stride_jitter, cfg.regular_share))
@@ -383,7 +383,7 @@ def _train_folds(cfg: TrainConfig, resume: bool, quiet: bool) -> dict[str, Any]:
 def _train_one(
     cfg: TrainConfig, demos: Demos, fold_split: tuple[list[str], list[str]] | None, resume: bool, quiet: bool, restart_best: bool = False
 ) -> dict[str, Any]:
-    cfg = _resolve(cfg, demos, fold_split)
+    cfg = resolve_config(cfg, demos, fold_split)
     dist_info, device = init_distributed(resolve_device(cfg.device))
     task = CarRacingTask(cfg, demos, resume)
     return fit(task, cfg, dist_info, device, resume, quiet, restart_best)

@@ -266,9 +266,9 @@ def test_frame_gaps_left_to_the_recipe_are_the_heads_and_saved_in_the_run(tiny_d
     are the recipe's 4 behaviour-cloning epochs for CarRacing."""
     cont, disc = bc.Demos.load([tiny_demos_continuous]), bc.Demos.load([tiny_demos])
     for head, demos, want in (("nac", cont, (3, 0.5)), ("cfc", cont, (3, 0.5)), ("gru", cont, (1, 0.0)), ("nac", disc, (1, 0.0))):
-        cfg = bc._resolve(_cfg("d", "r", head=head), demos, None)
+        cfg = bc.resolve_config(_cfg("d", "r", head=head), demos, None)
         assert (cfg.stride_jitter, cfg.regular_share) == want, head
-    given = bc._resolve(_cfg("d", "r", head="nac", stride_jitter=2, regular_share=0.0), cont, None)
+    given = bc.resolve_config(_cfg("d", "r", head="nac", stride_jitter=2, regular_share=0.0), cont, None)
     assert (given.stride_jitter, given.regular_share) == (2, 0.0)
     assert TrainConfig(data=["d"], out="r").max_epochs == 4 and TrainConfig(data=["d"], out="r", task="udacity").max_epochs == 10
     train(_cfg(tiny_demos_continuous, tmp_path / "run", head="nac", epochs=1), quiet=True)
@@ -530,7 +530,7 @@ def test_random_shift_moves_a_chunks_frames_together_with_edges_repeated():
 def test_training_with_shift_sees_shifted_frames_and_keeps_its_labels(tmp_path, tiny_demos_continuous):
     cfg = TrainConfig(data=[tiny_demos_continuous], out=str(tmp_path / "r"), head="gru", window=2, epochs=1, shift=4, seed=3)
     demos = bc.Demos.load(cfg.data)
-    cfg = bc._resolve(cfg, demos, None)
+    cfg = bc.resolve_config(cfg, demos, None)
     task = bc.CarRacingTask(cfg, demos, resume=False)
     plain = bc.CarRacingTask(dataclasses.replace(cfg, shift=0), demos, resume=False)
     a, b = task.batch(0, 0, torch.device("cpu")), plain.batch(0, 0, torch.device("cpu"))
