@@ -84,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.out is None:
         raise UserError("give --out DIR for a study to run (or --report DIR to rebuild a report)")
-    from agents.studies.study import CLEAN, StudyConfig, parse_variant, run_study
+    from agents.studies.config import CLEAN, StudyConfig
+    from agents.studies.recipe import parse_variant
+    from agents.studies.study import run_study
     from agents.studies.report import build
 
     variants = dict(parse_variant(v) for v in args.variant) if args.variant else {"base": {}}

@@ -21,7 +21,9 @@ import torch
 import websocket
 
 from agents.driving.rollout import EpisodeResult
-from agents.studies.study import StudyConfig, StudyKind, Recipe, episode_record, quiet_bars, train_resumable
+from agents.studies.config import StudyConfig
+from agents.studies.recipe import Recipe
+from agents.studies.study import StudyKind, episode_record, quiet_bars, train_resumable
 from agents.training.udacity import training_data
 from nac.config import ConfigError
 from sim_bridge.bench import free_port

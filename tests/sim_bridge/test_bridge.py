@@ -258,7 +258,8 @@ def test_bench_bridge_measures_round_trips_and_memory(tmp_path):
 def test_a_udacity_study_trains_pilotnet_heads_and_drives_them_through_the_bridge(tmp_path):
     """study --task udacity: one stand-in recording, PilotNet runs (its own dense layers and a
     registry head), every held-out episode driven by the stand-in through a bridge process."""
-    from agents.studies.study import StudyConfig, run_study
+    from agents.studies.config import StudyConfig
+    from agents.studies.study import run_study
     from agents.studies.report import build
     from sim_bridge.study import UDACITY
 

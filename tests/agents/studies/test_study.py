@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 from agents.training.dagger import DaggerConfig
-from agents.studies import study
-from agents.studies.study import StudyConfig, parse_variant, run_study
+from agents.studies import recipe, store
+from agents.studies.config import StudyConfig
+from agents.studies.recipe import parse_variant
+from agents.studies.study import run_study
 from agents.studies.report import aggregates, build, laps_lost_by_track, probability_of_improvement, score_matrices
 from nac.config import ConfigError
 
@@ -109,7 +111,7 @@ def test_variants_parse_and_refuse():
     with pytest.raises(ConfigError, match="DAgger rounds' with until, max-rounds \\(the most rounds in all\\) must be more than rounds"):
         parse_variant("x:dagger_until=880")
     # the extra rounds reach the runs' DAgger (dagger --until / --max-rounds); a recipe without them has exactly its rounds
-    from agents.studies.study import Recipe
+    from agents.studies.recipe import Recipe
 
     d = Recipe.from_dict(parse_variant("x:dagger_until=880,dagger_max_rounds=3")[1]).dagger_config("r", expert="track", seed=0)
     assert (d.rounds, d.until, d.max_rounds, d.check) == (2, 880.0, 3, 16) and Recipe().dagger_config("r", expert="track", seed=0).until == 0.0
@@ -130,7 +132,7 @@ def test_the_study_trains_each_head_by_the_quick_starts_recipe_unless_told_other
     """The default recipe's frame gaps are the quick start's for each head and action space (one rule:
     agents.training.bc.frame_gaps); a variant's own values win."""
     from agents.quickstart import QuickstartConfig
-    from agents.studies.study import Recipe
+    from agents.studies.recipe import Recipe
 
     def gaps(recipe, head, continuous=True):
         t = recipe.train_config("d", "r", head=head, seed=0, continuous=continuous)
@@ -240,7 +242,7 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     grown = run_study(tiny(moved, workers=1, heads=["gru"], seeds=1, variants={"base": {**TINY, "shift": 1}}), quiet=True)
     assert json.loads((moved / "runs/base/gru/seed0/config.json").read_text())["train"]["shift"] == 1
     assert grown["recipes"] == old["recipes"]
-    # a recipe stored before a field was added reads the value that means what it was trained with (study.ADDED_FIELDS):
+    # a recipe stored before a field was added reads the value that means what it was trained with (agents.studies.recipe.ADDED_FIELDS):
     # DAgger rollouts without perturbation, where today's default is the run's own frame gaps
     before = {**data, "recipes": {"base": {k: v for k, v in data["recipes"]["base"].items() if k != "dagger_perturb"}}}
     (moved / "study.json").write_text(json.dumps(before))
@@ -254,9 +256,9 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
                        r"dagger_max_rounds=3 \(asked: 0\)"):
         run_study(tiny(moved, workers=2), quiet=True)
     (moved / "study.json").write_text(json.dumps({**data, "recipes": {"base": without}}))
-    assert study.StudyFile(tiny(moved, workers=2)).recipe("base").dagger_check == DaggerConfig.check
+    assert store.StudyFile(tiny(moved, workers=2)).recipe("base").dagger_check == DaggerConfig.check
     # a study written before recipes were stored gets them from its overrides on the defaults of that
-    # time (study.LEGACY_RECIPE), not today's: regular frame gaps for every head, where today's recipe
+    # time (agents.studies.recipe.LEGACY_RECIPE), not today's: regular frame gaps for every head, where today's recipe
     # gives each head its own (None), and DAgger's beta 0.5 where today's is each head's (None); continued with those values passed, and refused by name without
     older = {k: v for k, v in data.items() if k != "recipes"}
     (moved / "study.json").write_text(json.dumps(older))
@@ -266,7 +268,7 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     regular = {**TINY, "stride_jitter": 1, "regular_share": 0.0, "dagger_beta": 0.5, "dagger_perturb": "none"}
     assert run_study(tiny(moved, workers=2, variants={"base": regular}), quiet=True)["recipes"] == {"base": {**data["recipes"]["base"], **regular}}
     (moved / "study.json").write_text(json.dumps(older))
-    monkeypatch.setitem(study.LEGACY_RECIPE, "lr", 3e-4)
+    monkeypatch.setitem(recipe.LEGACY_RECIPE, "lr", 3e-4)
     with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with lr=0.0003 \(asked: 0.0001\)"):
         run_study(tiny(moved, workers=2, variants={"base": regular}), quiet=True)
 

@@ -1,0 +1,108 @@
+"""A study's grid and how its runs are evaluated (saved in study.json): heads x variants x training
+seeds, held-out tracks, levels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.carracing import perturb
+from agents.carracing.env import EPISODE_STEPS
+from agents.carracing.seeds import HELD_OUT_SEED
+from agents.driving.executor import storage_path
+from agents.studies.recipe import Recipe
+from agents.studies.report import UDACITY_FIELDS
+from agents.training.bc import net_config
+from agents.training.dagger import FIRST_SEED
+from nac.config import ConfigError, need
+from nac.heads import HEADS
+from nac.pilotnet import DENSE
+
+CLEAN = perturb.CLEAN
+TASKS = ("carracing", "udacity")
+
+
+@dataclass
+class StudyConfig:
+    """A study's grid and how its runs are trained and evaluated (saved in study.json)."""
+
+    out: str  # the study folder (demos/, runs/, study.json, report/)
+    task: str = "carracing"  # "carracing": the driving network in CarRacing; "udacity": PilotNet through the bridge
+    heads: list[str] = field(default_factory=lambda: ["nac", "lstm"])  # sequence heads (nac.heads.head_names())
+    seeds: int = 3  # training seeds per head and variant: first_seed .. first_seed + seeds - 1
+    first_seed: int = 0
+    variants: dict[str, dict[str, Any]] = field(default_factory=lambda: {"base": {}})  # name -> recipe overrides
+    demos: int = 50  # expert demonstrations (seeds 0 .. demos - 1), recorded once and shared
+    continuous: bool = True  # continuous actions; False: the 5 discrete ones
+    expert: str = "track"  # who demonstrates and labels DAgger rollouts
+    episodes: int = 50  # held-out episodes per run at the clean level
+    perturb_episodes: int | None = None  # per run at each level with a perturbation: the first ones of those seeds (None: episodes)
+    seed_start: int = HELD_OUT_SEED  # held-out seeds seed_start ..
+    levels: list[str] = field(default_factory=lambda: [CLEAN])  # conditions: "none" (clean), a scenario (agents.carracing.scenarios), a
+    # perturbation (agents.carracing.perturb) or SCENARIO+PERTURBATION (agents.carracing.perturb.parse_level)
+    max_steps: int = EPISODE_STEPS  # steps per episode
+    workers: int = 0  # local processes; 0 = up to 2
+    ray: str | None = None  # Ray cluster address, or "local"; None: local processes
+    speed: float | None = None  # udacity: the bridge's target speed, mph (drive --speed); None: the run's learned speed, else 15
+    turn_slowdown: float = 0.5  # udacity: the share by which a fixed target drops at full steering lock (drive --turn-slowdown)
+
+    def __post_init__(self) -> None:
+        self.out = storage_path(self.out, self.ray)
+        need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
+        need(bool(self.heads), "give at least one head")
+        allowed = [*HEADS, DENSE] if self.task == "udacity" else list(HEADS)
+        unknown = [h for h in self.heads if h not in allowed]
+        need(not unknown, f"unknown heads {unknown}; choose from {', '.join(allowed)}")
+        if self.task == "udacity":
+            need(self.continuous and self.expert == "track", "udacity studies record the continuous track expert (no --discrete)")
+            need(self.levels == [CLEAN], "udacity studies drive clean through the bridge (no --perturb)")
+            for name, overrides in self.variants.items():
+                extra = sorted(set(overrides) - UDACITY_FIELDS)
+                need(not extra, f"variant {name!r}: {', '.join(extra)} not a recipe field of PilotNet runs (udacity: {', '.join(sorted(UDACITY_FIELDS))})")
+            need(self.speed is None or 0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
+            need(0 <= self.turn_slowdown < 1, f"turn slowdown must be in [0, 1) (got {self.turn_slowdown})")
+        need(len(set(self.heads)) == len(self.heads), "a head is given twice")
+        need(self.seeds >= 1 and self.first_seed >= 0, "seeds must be >= 1 and first_seed >= 0")
+        need(bool(self.variants), "give at least one variant")
+        for name, overrides in self.variants.items():
+            recipe = Recipe.from_dict(overrides)
+            need(self.continuous or not recipe.noise, f"variant {name!r}: noise (DART) drifts the steering of continuous actions; drop --discrete or the noise")
+            if self.task == "carracing":  # its network for every head, checked now rather than in a training worker
+                for h in self.heads:
+                    try:
+                        net_config(recipe.train_config("<demos>", "<run>", head=h, seed=0, continuous=self.continuous), "continuous" if self.continuous else "discrete")
+                    except ConfigError as e:
+                        raise ConfigError(f"variant {name!r} with head {h}: {e}") from None
+        need(self.demos >= 2, f"demos must be >= 2 (one episode is held out for validation; got {self.demos})")
+        need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
+        need(self.perturb_episodes is None or 1 <= self.perturb_episodes <= self.episodes,
+             f"perturb-episodes must be in 1..episodes ({self.episodes}; got {self.perturb_episodes})")
+        need(self.seed_start >= self.demos, f"seed-start must be >= {self.demos}: the held-out seeds may not be demonstration seeds")
+        need(self.seed_start + self.episodes <= FIRST_SEED, f"held-out seeds must stay below {FIRST_SEED} (DAgger's rollout seeds)")
+        need(bool(self.levels), "give at least one level")
+        for level in self.levels:
+            perturb.parse_level(level)
+        need(len(set(self.levels)) == len(self.levels), "a level is given twice")
+        need(self.max_steps >= 1, "max_steps must be >= 1")
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run of the grid, seed-major: the first seed of every head comes first, so that
+        an interrupted study has comparable runs of every head rather than all runs of one."""
+        return [
+            {"key": f"{v}/{h}/seed{s}", "variant": v, "head": h, "seed": s}
+            for s in range(self.first_seed, self.first_seed + self.seeds)
+            for v in self.variants
+            for h in self.heads
+        ]
+
+    def eval_seeds(self, level: str = CLEAN) -> list[int]:
+        n = self.episodes if perturb.parse_level(level).perturbation is None or self.perturb_episodes is None else self.perturb_episodes
+        return list(range(self.seed_start, self.seed_start + n))
+
+    def demos_dir(self, noise: float = 0.0) -> Path:
+        """The demonstrations of runs whose recipe has this steering noise (DART): one set per value."""
+        return Path(self.out) / ("demos" if not noise else f"demos-noise{noise:g}")
+
+    def run_dir(self, key: str) -> Path:
+        return Path(self.out) / "runs" / key
