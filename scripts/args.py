@@ -71,10 +71,13 @@ SCENARIO_HELP = ("color, color3 (road and grass colours shifted at each reset), 
 
 def scenario_name(text: str) -> str:
     """A scenario (agents.carracing.scenarios.SCENARIOS), or argparse's one-line error listing the allowed ones."""
-    from agents.carracing.scenarios import SCENARIOS
+    from agents.carracing.scenarios import check_scenario
+    from nac.config import ConfigError
 
-    if text not in SCENARIOS:
-        raise argparse.ArgumentTypeError(f"unknown scenario {text!r}; choose from {', '.join(SCENARIOS)}")
+    try:
+        check_scenario(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 

@@ -13,7 +13,6 @@ from gymnasium.envs.box2d.car_racing import CarRacing
 from gymnasium.wrappers import TimeLimit
 from pygame import gfxdraw
 
-from agents.carracing.seeds import CHECK_SEED, SELECT_SEED  # noqa: F401 (imported from here by older code)
 from agents.carracing.render import DirectRenderer, blit_array, draw_scenario, road_polygons, view
 from agents.carracing.scenarios import CLEAN, Scenario
 from nac.config import need
@@ -136,13 +135,12 @@ class FastCarRacing(CarRacing):
         return self._road_shapes
 
     def _render_road(self, zoom, translation, angle):  # type: ignore[override]
-        noise = self.scenario.background(car_racing.WINDOW_W, car_racing.WINDOW_H, *view(self))
-        if noise is None:
+        if self.scenario.grass_squares:
             b = car_racing.PLAYFIELD
             field = [(b, b), (b, -b), (-b, -b), (-b, b)]
             self._draw_colored_polygon(self.surf, field, self.bg_color, zoom, translation, angle, clip=False)
-        else:  # drawn as the window shows it, and this surface is flipped after
-            blit_array(self.surf, noise[::-1])
+        else:  # noise, drawn as the window shows it, and this surface is flipped after
+            blit_array(self.surf, self.scenario.background(car_racing.WINDOW_W, car_racing.WINDOW_H, *view(self))[::-1])
         verts, colours = self._shapes()  # every road polygon of CarRacing-v3 is a quadrilateral
         cos, sin = pygame.math.Vector2(1.0, 0.0).rotate_rad(angle)  # exactly the factors Vector2.rotate_rad uses
         x, y = verts[..., 0], verts[..., 1]
@@ -159,10 +157,10 @@ class FastCarRacing(CarRacing):
             gfxdraw.aapolygon(self.surf, poly, colour)
             gfxdraw.filled_polygon(self.surf, poly, colour)
 
-
     def _render_indicators(self, W, H):  # type: ignore[override]
         super()._render_indicators(W, H)
-        draw_scenario(self.surf, self, *view(self), H - H * 5 // 40)  # on the flipped window, the strip not yet drawn over
+        if self.scenario.draws_over:  # on the flipped window, the strip not yet drawn over
+            draw_scenario(self.surf, self, *view(self), H - H * 5 // 40)
 
 
 gym.register(FAST_ID, entry_point="agents.carracing.env:FastCarRacing", max_episode_steps=EPISODE_STEPS)  # a string: specs are serialised (Minari)

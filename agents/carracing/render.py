@@ -71,7 +71,7 @@ def draw_scenario(surf: pygame.Surface, env: cr.CarRacing, m: np.ndarray, b: np.
     whose first `scene_rows` rows are the window's above its instrument strip, world points mapped
     by p = m @ w + b (view)."""
     scenario = getattr(env, "scenario", None)
-    if scenario is None:
+    if scenario is None or not scenario.draws_over:
         return
     blob = scenario.blob(env)
     if blob is not None:

@@ -38,7 +38,6 @@ from nac.config import need
 
 CLEAN = "clean"
 SCENARIOS = (CLEAN, "color", "color3", "bar", "blob", "noise", "domain-randomize")
-DRAWN = ("bar", "blob", "noise")  # the scenarios the renderers draw (the others only change the env's colours or track)
 ROAD = np.array([102.0, 102.0, 102.0])  # CarRacing-v3's road colour (0.4 of 255 per channel)
 BACKGROUND = np.array([102.0, 204.0, 102.0])  # its grass (background) colour; the lighter squares are grass_color
 COLOR_SHIFT = 0.2  # color, color3: the largest shift of a colour, on the 0..1 scale
@@ -83,6 +82,11 @@ class Scenario:
             road, grass = self.rng.uniform(-COLOR_SHIFT, COLOR_SHIFT, shape) * 255
             env.road_color = np.clip(ROAD + road, 0, 255)
             env.bg_color = np.clip(BACKGROUND + grass, 0, 255)
+
+    @property
+    def draws_over(self) -> bool:
+        """Whether something is drawn over the scene (the blob, the bars)."""
+        return self.name in ("bar", "blob")
 
     @property
     def grass_squares(self) -> bool:

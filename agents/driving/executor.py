@@ -242,8 +242,6 @@ class RayExecutor(Executor):
 
 def _check_reachable(address: str) -> None:
     """Fail in seconds, not minutes: ray.init waits a long time for a head that is not there."""
-    import socket
-
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
         return  # "local", "auto": Ray finds (or starts) the cluster itself

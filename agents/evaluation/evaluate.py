@@ -16,9 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from agents.carracing import perturb
-
-from agents.carracing import scenarios
+from agents.carracing import perturb, scenarios
 from agents.carracing.env import EPISODE_STEPS, RENDERER, check_renderer, make_env
 from agents.carracing.seeds import HELD_OUT_SEED, SELECT_SEED
 from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert

@@ -177,14 +177,15 @@ def _title(level: str) -> str:
     return f"Scenario {at.scenario}" + ("" if at.perturbation is None else f", perturbation {at.perturbation}")
 
 
-def scenario_levels(levels: list[str]) -> list[str]:
-    """The levels that are a scenario alone, clean first: the columns of the scenarios table."""
-    return [lv for lv in levels if lv == CLEAN or (parse_level(lv).perturbation is None)]
+def scenario_columns(levels: list[str]) -> list[tuple[str, str]]:
+    """(level, scenario) of the levels that are a scenario alone ("none": clean): the columns of the scenarios table."""
+    return [(lv, at.scenario) for lv, at in zip(levels, map(parse_level, levels)) if at.perturbation is None]
 
 
 def _published(level: str) -> list[str]:
-    """The published scores of the scenario `level`, as report lines ([] if none)."""
-    if level == CLEAN or parse_level(level).perturbation is not None:
+    """The published scores of the scenario `level`, as report lines ([] if none, and for clean)."""
+    at = parse_level(level)
+    if at.perturbation is not None or at.scenario == scenarios.CLEAN:
         return []
     scores = [f"{agent} {s[level][0]} ± {s[level][1]}" for agent, s in scenarios.PUBLISHED.items() if level in s]
     if not scores:
@@ -342,7 +343,7 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
         for g, a in rows:
             lines.append(
                 f"| {g} | {a['runs']} x {a['episodes']} | {_fmt_ci(a['iqm'], a['iqm_ci'])} | {_fmt_ci(a['mean'], a['mean_ci'])} "
-                f"| {a['mean']:.0f} ± {a.get('episode_std', float('nan')):.0f} | {a['worst_run_mean']:.1f} | {', '.join(f'{m:.0f}' for m in a['run_means'])} | {a['min_episode']:.1f} | {a['laps_finished']:.0%} "
+                f"| {a['mean']:.0f} ± {a['episode_std']:.0f} | {a['worst_run_mean']:.1f} | {', '.join(f'{m:.0f}' for m in a['run_means'])} | {a['min_episode']:.1f} | {a['laps_finished']:.0%} "
                 f"| {_fmt_share(a.get('lost_to_skipped_tile'))} | {_fmt_offline(a.get(key), key)} |"
             )
         lines += _published(level)
@@ -374,24 +375,21 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
 def scenario_table(result: dict[str, Any]) -> list[str]:
     """Groups x scenarios, IQM [95 % CI] (laps finished), with the published means beside them: the
     study's generalization result at a glance ([] for a study without scenarios)."""
-    cols = [lv for lv in scenario_levels(list(result["levels"]))]
+    cols = scenario_columns(list(result["levels"]))
     if len(cols) < 2:
         return []
-    groups = list(dict.fromkeys(g for lv in cols for g in result["levels"][lv]["aggregates"]))
-    groups.sort(key=lambda g: (g == EXPERT, g))
-    names = ["clean" if lv == CLEAN else lv for lv in cols]
+    groups = sorted({g for lv, _ in cols for g in result["levels"][lv]["aggregates"]}, key=lambda g: (g == EXPERT, g))
     lines = ["## Scenarios", "", "IQM [95 % CI] (laps finished) of every group in each scenario; the published rows are means over 100 "
              f"episodes of agents trained on clean frames, measured on {scenarios.PUBLISHED_ON}.", "",
-             "| group | " + " | ".join(names) + " |", "|---|" + "---|" * len(cols)]
+             "| group | " + " | ".join(name for _, name in cols) + " |", "|---|" + "---|" * len(cols)]
     for g in groups:
         cells = []
-        for lv in cols:
+        for lv, _ in cols:
             a = result["levels"][lv]["aggregates"].get(g)
             cells.append("-" if a is None else f"{_fmt_ci(a['iqm'], a['iqm_ci'])} ({a['laps_finished']:.0%})")
         lines.append(f"| {g} | " + " | ".join(cells) + " |")
     for agent, scores in scenarios.PUBLISHED.items():
-        key = [scenarios.CLEAN if lv == CLEAN else lv for lv in cols]
-        lines.append(f"| {agent} (published) | " + " | ".join(f"{scores[k][0]} ± {scores[k][1]}" if k in scores else "-" for k in key) + " |")
+        lines.append(f"| {agent} (published) | " + " | ".join(f"{scores[k][0]} ± {scores[k][1]}" if k in scores else "-" for _, k in cols) + " |")
     return lines + [""]
 
 
@@ -453,13 +451,13 @@ def _plots(result: dict[str, Any], out: Path) -> list[str]:
         ax.set_xlim(0, 1)
         fig.tight_layout()
         files.append(_save(fig, out / "improvement.png", plt))
-    cols = scenario_levels(list(result["levels"]))
+    cols = scenario_columns(list(result["levels"]))
     if len(cols) > 1:  # IQM per scenario, one marker per group
-        groups = sorted({g for lv in cols for g in result["levels"][lv]["aggregates"]}, key=lambda g: (g == EXPERT, g))
+        groups = sorted({g for lv, _ in cols for g in result["levels"][lv]["aggregates"]}, key=lambda g: (g == EXPERT, g))
         fig, ax = plt.subplots(figsize=(1.4 * len(cols) + 3, 4))
         width = 0.8 / max(1, len(groups))
         for i, g in enumerate(groups):
-            for j, lv in enumerate(cols):
+            for j, (lv, _) in enumerate(cols):
                 a = result["levels"][lv]["aggregates"].get(g)
                 if a is None:
                     continue
@@ -467,7 +465,7 @@ def _plots(result: dict[str, Any], out: Path) -> list[str]:
                 if a["iqm_ci"]:
                     ax.plot([x, x], a["iqm_ci"], lw=4, alpha=0.5, color=f"C{i}")
                 ax.plot([x], [a["iqm"]], "o", color=f"C{i}", label=g if j == 0 else None)
-        ax.set_xticks(range(len(cols)), ["clean" if lv == CLEAN else lv for lv in cols])
+        ax.set_xticks(range(len(cols)), [name for _, name in cols])
         ax.set_ylabel("IQM return (95 % CI)")
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=8, loc="lower left")

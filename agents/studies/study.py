@@ -27,9 +27,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from agents.carracing import perturb
-
-from agents.carracing import scenarios
+from agents.carracing import perturb, scenarios
 from agents.training.collect import CollectConfig, collect
 from agents.training.dagger import dagger
 from agents.carracing.env import RENDERER
@@ -37,7 +35,7 @@ from agents.evaluation.evaluate import DriveJob, EvaluateConfig, describe_run, d
 from agents.driving.executor import ExecutorConfig, RayExecutor, Task, make_executor
 from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.driving.rollout import EpisodeResult
-from agents.studies.config import StudyConfig
+from agents.studies.config import CLEAN, StudyConfig
 from agents.studies.progress import Progress
 from agents.studies.recipe import Recipe
 from agents.studies.store import StudyFile
@@ -45,8 +43,6 @@ from agents.training.tasks import train
 from agents.training.loop import TrainConfig
 from datasets.demos import DemoSet
 from nac.config import ConfigError, TrainingDiverged, need
-
-CLEAN = perturb.CLEAN
 
 
 @contextlib.contextmanager

@@ -73,10 +73,10 @@ def _per_chunk(values: np.ndarray, which: np.ndarray, like: Tensor) -> Tensor:
 
 def _jitter(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
     b, c, s = (_per_chunk(rng.uniform(1 - JITTER, 1 + JITTER, n), which, x)[..., None] for _ in range(3))
-    grey = (x * _GREY.to(x.device)).sum(-1, keepdim=True)  # (u, h, w, 1)
-    x = x * b
-    x = (x - grey.mean(dim=(1, 2), keepdim=True) * b) * c + grey.mean(dim=(1, 2), keepdim=True) * b
-    grey = (x * _GREY.to(x.device)).sum(-1, keepdim=True)
+    luma = _GREY.to(x.device)
+    mean = (x * luma).sum(-1, keepdim=True).mean(dim=(1, 2), keepdim=True) * b  # (u, 1, 1, 1): each frame's mean grey, brightened
+    x = (x * b - mean) * c + mean
+    grey = (x * luma).sum(-1, keepdim=True)
     x = grey + (x - grey) * s
     # the hue: a rotation about the grey axis of RGB space (Rodrigues' formula)
     theta = rng.uniform(-HUE_TURN, HUE_TURN, n) * 2 * math.pi

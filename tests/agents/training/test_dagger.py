@@ -10,7 +10,8 @@ from safetensors.torch import load_file
 
 from agents.training.tasks import train
 from agents.training.loop import TrainConfig
-from agents.carracing.env import CHECK_SEED, STATE_FIELDS
+from agents.carracing.env import STATE_FIELDS
+from agents.carracing.seeds import CHECK_SEED
 from agents.training.dagger import LOST_TILES, DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns, wants_check
 from agents.training import dagger as dagger_module
 from agents.driving.policy import DrivingPolicy
