@@ -77,7 +77,7 @@ class DrivingNetConfig(ConfigDict):
     # nearest that angle (agents.carracing.env.wheel_action): what the pulses aim at, which a frame shows, rather than the pulses
     excess_scale: float = 20.0  # wheel_target: u/s; the speed excess is learned clipped to +-this, in units of it (the sign and
     # the last u/s before braking are what matter: -80 at low speed on a straight says no more than -20)
-    wheel_speed: str = "excess"  # wheel_target: what the second output is (WHEEL_SPEEDS): "excess", the car's speed above the
+    wheel_speed: str = field(default="excess", metadata={"choices": WHEEL_SPEEDS})  # wheel_target: what the second output is (WHEEL_SPEEDS): "excess", the car's speed above the
     # expert's target speed; "target", the expert's target speed itself, within target_speeds (a sigmoid between them), and
     # the policy's excess is the speed the frame's speed bar shows (agents.carracing.env.frame_speed) above it: the network then need
     # not read the bar, a few faint pixels, which networks trained on the excess misread (at a standstill they predicted

@@ -1,4 +1,8 @@
-"""`nacdrive bench nac`: NAC's speed and memory against its baselines (paper, Appendix D.4)."""
+"""`nacdrive bench nac|policy|bridge|env|train`: NAC's speed and memory against its baselines (paper, Appendix D.4),
+and the timings of the policy, the bridge, the simulator and a training step.
+
+Its options are written here rather than generated from a config (scripts.options): each target is a function of a
+few keyword arguments, and the targets share the flags (--json, --threads, --steps, --runs, --heads)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from agents.experts import EXPERTS
-from scripts.args import add_ray_flag, non_negative_int, positive_int
+from agents.training.collect import CollectConfig
+from scripts.args import add_ray_flag
+from scripts.options import add_fields, field_values
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,22 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "refused unless --resume (complete an interrupted run) or --append (add episodes)."
         ),
     )
-    p.add_argument("--out", type=Path, required=True, metavar="DATA", help="demonstration folder")
-    p.add_argument("--expert", default="track", choices=EXPERTS, help="which expert drives (default: track, the privileged track follower; with discrete actions it simulates 40 steps ahead before each action, 15-20 ms a step)")
-    p.add_argument("--episodes", type=positive_int, default=20, help="episodes to record (default 20)")
-    p.add_argument("--continuous", action="store_true", help="continuous actions (steer, gas, brake)")
-    p.add_argument("--model", metavar="PATH", help="--expert ppo: its run folder (default: the shipped PPO expert)")
-    p.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
+    names = add_fields(p, CollectConfig, skip=("ray",))
     add_ray_flag(p, "the episodes")
-    p.add_argument("--seed-start", type=non_negative_int, default=None, help="first seed (default 0, or after the last with --append)")
-    p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
-    p.add_argument("--noise", type=float, default=0.0, metavar="S",
-                   help="continuous: the car executes the expert's steering plus a slowly varying offset of std S, the recorded "
-                   "action stays the expert's, so the demonstrations show recoveries (DART; default 0)")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--resume", action="store_true", help="complete an interrupted collection in DATA")
-    g.add_argument("--append", action="store_true", help="add --episodes more episodes to DATA")
-    p.set_defaults(func=run_collect)
+    p.set_defaults(func=run_collect, fields=names)
 
     d = sub.add_parser("data", help="inspect a demonstration set", description="Inspect a demonstration set.")
     jobs = d.add_subparsers(dest="job", metavar="JOB", required=True, parser_class=type(d))
@@ -77,13 +65,9 @@ def _print_info(info: dict) -> None:
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    from agents.training.collect import CollectConfig, collect
+    from agents.training.collect import collect
 
-    cfg = CollectConfig(
-        out=str(args.out), expert=args.expert, episodes=args.episodes, continuous=args.continuous, workers=args.workers, ray=args.ray,
-        seed_start=args.seed_start, resume=args.resume, append=args.append, max_steps=args.max_steps, model=args.model, noise=args.noise,
-    )
-    _print_info(collect(cfg))
+    _print_info(collect(CollectConfig(**field_values(args, args.fields), ray=args.ray)))
     return 0
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from scripts.args import positive_float, positive_int
+from agents.driving.policy import WEIGHTS
+from scripts.options import add_fields, field_values
+from sim_bridge.config import BridgeConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,20 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("run", metavar="RUN", help="a run folder from 'nacdrive train --task udacity'")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; others only on purpose)")
-    p.add_argument("--port", type=positive_int, default=4567, help="port (default 4567, where the simulator connects)")
-    p.add_argument("--speed", type=positive_float, help="target speed in mph (default: the speed the run predicts for each frame "
-                   "if it was trained with --speed-output, else 15, lowered in sharp turns)")
-    p.add_argument("--max-steer", type=positive_float, default=1.0, help="clip steering to +-this (default 1)")
-    p.add_argument("--turn-slowdown", type=float, default=0.5, metavar="S", help="with a fixed --speed: the target drops by this "
-                   "share at full steering lock, in proportion below it (default 0.5; 0: the same speed in bends)")
-    p.add_argument("--record", metavar="DIR", help="record frames and driving_log.csv (simulator format) into a new folder")
-    p.add_argument("--weights", default="best", choices=("best", "last"), help="which weights (default best)")
-    p.set_defaults(func=run)
+    names = add_fields(p, BridgeConfig, skip=("status_every",))
+    p.add_argument("--weights", default="best", choices=WEIGHTS, help="which weights (default best)")
+    p.set_defaults(func=run, fields=names)
 
 
 def run(args: argparse.Namespace) -> int:
-    from sim_bridge.server import BridgeConfig, serve_run
+    from sim_bridge.server import serve_run
 
-    serve_run(args.run, BridgeConfig(host=args.host, port=args.port, speed=args.speed, max_steer=args.max_steer, turn_slowdown=args.turn_slowdown, record=args.record), args.weights)
+    serve_run(args.run, BridgeConfig(**field_values(args, args.fields)), args.weights)
     return 0

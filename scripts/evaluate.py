@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agents.carracing.seeds import HELD_OUT_SEED
-from scripts.args import add_ray_flag, add_scenario_flag, non_negative_int, positive_int
+from agents.evaluation.evaluate import EvaluateConfig
+from scripts.args import add_ray_flag, add_scenario_flag
+from scripts.options import add_fields, field_values
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,29 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Ctrl-C keeps the finished episodes' results."
         ),
     )
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (nacdrive train / dagger, or agents/pretrained/<head>)")
-    p.add_argument("--episodes", type=positive_int, default=50, help="episodes per run (default 50)")
-    p.add_argument("--seed-start", type=non_negative_int, default=HELD_OUT_SEED, help=f"first seed (default {HELD_OUT_SEED}; none may be a seed the run trained on)")
-    p.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
+    names = add_fields(p, EvaluateConfig, skip=("ray", "perturb", "scenario"), positional=("runs",))
     add_ray_flag(p, "the episodes")
-    p.add_argument("--weights", default="best", choices=("best", "last"), help="best (validation) or last weights")
-    p.add_argument(
-        "--actions", default=None, choices=("argmax", "sample", "diffuse", "wheel"),
-        help="discrete actions from the policy's softmax: the likeliest (argmax), a draw (sample), or pulses at the "
-        "softmax's rates without chance (diffuse: error diffusion); wheel: steering towards the wheel angle of a run "
-        "trained with --wheel-target (its only decoder); default: each run's own (wheel for --wheel-target, diffuse "
-        "for --rate-window, else argmax); continuous runs ignore it",
-    )
-    p.add_argument("--sample", dest="actions", action="store_const", const="sample", help="the same as --actions sample")
-    p.add_argument("--no-expert", action="store_true", help="leave out the expert's reference row")
-    p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000, CarRacing's limit)")
-    p.add_argument("--batch", type=positive_int, default=5, help="a run's clean episodes stepped together in one process, one batched "
-                   "policy forward a step (default 5; each episode is the one it would be alone; perturbed ones go one at a time)")
-    p.add_argument(
-        "--renderer", default="direct", choices=("direct", "gymnasium"),
-        help="how the frames are drawn: direct (nac-drive's renderer, the default everywhere) or gymnasium (gymnasium's "
-        "own pixels, bit for bit, several times slower); the expert reads the car's state and drives the same either way",
-    )
     p.add_argument(
         "--perturb", action="append", default=[], metavar="NAME[=LEVEL]",
         help="evaluate under a perturbation, once per given level (repeat the flag): drop=p, jitter=s, hold=s, delay=k, "
@@ -55,21 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", type=Path, metavar="FILE.png", help="with --perturb: where the plot goes (default beside --json, else in the first run)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the leaderboard as JSON (a list, one object per row)")
     p.add_argument("--markdown", type=Path, metavar="FILE", help="write the leaderboard as a markdown table")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, fields=names)
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.evaluation.evaluate import EvaluateConfig, evaluate
+    from agents.evaluation.evaluate import evaluate
 
     from agents.evaluation.evaluate import robustness_plot
 
     specs = args.perturb or [None]
     configs = [
-        EvaluateConfig(
-            runs=args.runs, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, ray=args.ray, weights=args.weights,
-            actions=args.actions, experts=not args.no_expert, max_steps=args.max_steps, perturb=spec, renderer=args.renderer,
-            scenario=scenario, batch=args.batch,
-        )
+        EvaluateConfig(**field_values(args, args.fields), ray=args.ray, perturb=spec, scenario=scenario)
         for scenario in args.scenario or ["clean"] for spec in specs  # all checked before the first episode
     ]
     seeds = f"seeds {args.seed_start}..{args.seed_start + args.episodes - 1}"

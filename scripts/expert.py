@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agents.experts import EXPERTS
-from scripts.args import add_ray_flag, non_negative_int, positive_int
+from agents.evaluation.expert_eval import ExpertEvalConfig
+from agents.experts.ppo import PPOTrainConfig
+from scripts.args import add_ray_flag, add_scenario_flag
+from scripts.options import add_fields, field_values
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,15 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             "std, min and 95 percent interval of the returns, the share of episodes >= 900 and of finished laps."
         ),
     )
-    e.add_argument("--expert", default="track", choices=EXPERTS, help="which expert (default: track)")
-    e.add_argument("--continuous", action="store_true", help="continuous actions (steer, gas, brake) instead of 5 discrete")
-    e.add_argument("--episodes", type=positive_int, default=50, help="episodes (default 50)")
-    e.add_argument("--seed-start", type=non_negative_int, default=0, help="first seed (default 0)")
-    e.add_argument("--workers", type=non_negative_int, default=0, help="worker processes (default: up to 2)")
+    eval_names = add_fields(e, ExpertEvalConfig, skip=("ray", "scenario"))
     add_ray_flag(e, "the episodes")
+    add_scenario_flag(e, "the expert")
     e.add_argument("--json", type=Path, metavar="FILE", help="write the figures and per-episode returns as JSON")
-    e.add_argument("--model", metavar="PATH", help="the PPO expert: a run folder from 'expert train' or its expert/ folder (default: the shipped one)")
-    e.set_defaults(func=run_eval)
+    e.set_defaults(func=run_eval, fields=eval_names)
 
     t = jobs.add_parser(
         "train",
@@ -42,41 +40,25 @@ def register(sub: argparse._SubParsersAction) -> None:
             "The result is exported to OUT/expert (safetensors + JSON) for '--expert ppo --model OUT'."
         ),
     )
-    t.add_argument("--out", required=True, metavar="RUN", help="run folder")
-    t.add_argument("--timesteps", type=non_negative_int, default=200_000, help="PPO steps in this run (default 200000)")
-    t.add_argument("--envs", type=positive_int, default=8, help="SubprocVecEnv workers (default 8, the zoo's)")
-    t.add_argument("--warm-start", default="track", choices=("track", "none"), help="clone the track expert first (default) or not")
-    t.add_argument("--warm-steps", type=positive_int, default=20_000, help="expert steps to clone (default 20000)")
-    t.add_argument("--dagger-rounds", type=non_negative_int, default=2, help="DAgger rounds before PPO (default 2)")
-    t.add_argument("--dagger-steps", type=positive_int, default=10_000, help="steps per DAgger round (default 10000)")
-    t.add_argument("--discrete", action="store_true", help="5 discrete actions (no gSDE) instead of continuous")
+    train_names = add_fields(t, PPOTrainConfig)
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    t.set_defaults(func=run_train)
+    t.set_defaults(func=run_train, fields=train_names)
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from agents.experts.ppo import PPOTrainConfig, train_ppo
+    from agents.experts.ppo import train_ppo
 
-    cfg = PPOTrainConfig(
-        out=args.out, continuous=not args.discrete, timesteps=args.timesteps, envs=args.envs,
-        warm_start=None if args.warm_start == "none" else args.warm_start, warm_steps=args.warm_steps,
-        dagger_rounds=args.dagger_rounds, dagger_steps=args.dagger_steps,
-    )
-    r = train_ppo(cfg, resume=args.resume)
+    r = train_ppo(PPOTrainConfig(**field_values(args, args.fields)), resume=args.resume)
     print(f"PPO: {r['timesteps']} steps; expert exported to {r['expert']}; evaluate it with "
           f"'nacdrive expert eval --expert ppo --model {args.out}{'' if args.discrete else ' --continuous'}'")
     return 0
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
+    from agents.evaluation.expert_eval import evaluate_expert
     from nac.checkpoint import write_json
 
-    cfg = ExpertEvalConfig(
-        expert=args.expert, continuous=args.continuous, episodes=args.episodes, seed_start=args.seed_start, workers=args.workers, ray=args.ray,
-        model=args.model,
-    )
-    r = evaluate_expert(cfg)
+    r = evaluate_expert(ExpertEvalConfig(**field_values(args, args.fields), ray=args.ray, scenario=args.scenario))
     seeds = f"{r['seeds'][0]}..{r['seeds'][-1]}"
     print(
         f"{r['expert']} expert, {r['action_space']} actions, seeds {seeds}: "

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from agents.carracing.seeds import HELD_OUT_SEED
-from scripts.args import add_scenario_flag, non_negative_int, positive_int
-
+from agents.figures.explain import ExplainConfig
+from scripts.args import add_scenario_flag
+from scripts.options import add_fields, field_values
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -19,18 +19,15 @@ def register(sub: argparse._SubParsersAction) -> None:
             "expert's on the same frames; explain.md says what each figure shows."
         ),
     )
-    p.add_argument("run", metavar="RUN", help="run folder")
-    p.add_argument("--seed", type=non_negative_int, default=HELD_OUT_SEED, help=f"track seed (default {HELD_OUT_SEED}, the first held-out one)")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder for the figures")
-    p.add_argument("--max-steps", type=positive_int, default=1000, help="steps of the episode (default 1000)")
+    names = add_fields(p, ExplainConfig, skip=("scenario",), positional=("run",))
     add_scenario_flag(p, "the episode")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, fields=names)
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.figures.explain import ExplainConfig, explain
+    from agents.figures.explain import explain
 
-    r = explain(ExplainConfig(run=args.run, out=args.out, seed=args.seed, max_steps=args.max_steps, scenario=args.scenario))
+    r = explain(ExplainConfig(**field_values(args, args.fields), scenario=args.scenario))
     print(f"return {r['return']:.1f} over {r['steps']} steps; agreement with the expert {r['agreement_with_expert']:.1%}")
     for f in r["figures"]:
         print(f"wrote {f}")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from scripts.args import add_scenario_flag, non_negative_int, positive_int
+from scripts.args import add_scenario_flag
+from scripts.options import add_fields, field_values
+from sim_bridge.config import SimConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,29 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
             "in the simulator's driving_log.csv format, ready for 'nacdrive train --task udacity'."
         ),
     )
-    p.add_argument("--host", default="127.0.0.1", help="bridge address (default 127.0.0.1)")
-    p.add_argument("--port", type=positive_int, default=4567, help="bridge port (default 4567)")
-    p.add_argument("--seed", type=non_negative_int, default=20000, help="first track seed (default 20000)")
-    p.add_argument("--episodes", type=positive_int, default=1, help="episodes (default 1)")
-    p.add_argument("--max-steps", type=positive_int, default=1000, help="steps per episode (default 1000)")
-    p.add_argument("--record", metavar="DIR", help="training mode: the expert drives; record into this new folder")
-    p.add_argument("--noise", type=float, default=0.0, metavar="S",
-                   help="training mode: the car executes the expert's steering plus a slowly varying offset of std S (the "
-                   "recorded label stays the expert's), so the recording shows recoveries (DART; default 0; 0.3 was too much: the expert finished none of its laps)")
-    p.add_argument("--policy-share", type=float, default=0.0, metavar="P",
-                   help="training mode with a bridge ('nacdrive drive RUN' at --host / --port): each step, with probability P "
-                   "the car executes the bridge's reply instead of the expert's action, the label staying the expert's (DAgger: "
-                   "the recording shows how to drive on from where the policy takes the car; default 0)")
+    names = add_fields(p, SimConfig, skip=("scenario",))
     add_scenario_flag(p, "the car (the stand-in's camera shows it)")
     p.add_argument("--json", metavar="FILE", help="autonomous mode: write the statistics, per-seed returns and the bridge's figures as JSON")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, fields=names)
 
 
 def run(args: argparse.Namespace) -> int:
-    from sim_bridge.carracing_sim import SimConfig, drive_autonomous, record_training, to_markdown
+    from sim_bridge.carracing_sim import drive_autonomous, record_training, to_markdown
 
-    cfg = SimConfig(host=args.host, port=args.port, seed=args.seed, episodes=args.episodes, max_steps=args.max_steps, record=args.record, noise=args.noise,
-                    policy_share=args.policy_share, scenario=args.scenario)
+    cfg = SimConfig(**field_values(args, args.fields), scenario=args.scenario)
     if cfg.record:
         r = record_training(cfg)
         print(f"recorded {r['rows']} frames into {r['folder']} (driving_log.csv + IMG/)")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,10 @@ from agents.training.collect import SteeringDrift
 from agents.carracing.env import FAST_ID, car_state
 from agents.experts.track import TrackFollowingExpert
 from agents.driving.rollout import SOLVED, run_episode, shares, summarize
-from agents.carracing.scenarios import CLEAN, check_scenario
+from agents.carracing.scenarios import CLEAN
 from nac.checkpoint import write_json
-from nac.config import ConfigError, need
+from nac.config import ConfigError
+from sim_bridge.config import SimConfig
 from sim_bridge.standin import STATS_EVENT, UnityLikeClient, telemetry_fields
 
 SEEDS_FILE = "sim_seeds.json"  # beside driving_log.csv: the tracks a recording drove, so they are never evaluation tracks
@@ -40,31 +40,6 @@ def camera(env: gym.Env) -> np.ndarray:
     full = env.render()  # (400, 600, 3), render_mode rgb_array
     view = full[: full.shape[0] - 100]  # drop the dashboard: the simulator's camera has none
     return cv2.resize(view, (320, 160), interpolation=cv2.INTER_AREA)
-
-
-@dataclass
-class SimConfig:
-    host: str = "127.0.0.1"
-    port: int = 4567
-    seed: int = 20000
-    episodes: int = 1
-    max_steps: int = 1000
-    record: str | None = None  # training mode: the expert drives, frames + driving_log.csv go here
-    noise: float = 0.0  # training mode: std of a slowly varying offset added to the steering the car executes, never to
-    # the label (DART, Laskey et al. 2017): the car drifts off the line and the recording shows the expert bringing it back
-    policy_share: float = 0.0  # training mode: each step, with this probability the car executes the reply of the bridge at
-    # host:port (a trained policy driving, as in DAgger, Ross et al. 2011) instead of the expert's action; the label stays the
-    # expert's, so the recording shows what to do in the places the policy drives itself into
-    scenario: str = CLEAN  # agents.carracing.scenarios: what the camera shows (a generalization test of a PilotNet run)
-
-    def __post_init__(self) -> None:
-        check_scenario(self.scenario)
-        need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
-        need(self.episodes >= 1 and self.max_steps >= 1, "episodes and max-steps must be >= 1")
-        need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
-        need(0.0 <= self.policy_share <= 1.0, f"policy share must be in [0, 1] (got {self.policy_share})")
-        need(not (self.policy_share and self.noise), "give --noise or --policy-share, not both (one way to leave the expert's line at a time)")
-        need(self.record is not None or not (self.policy_share or self.noise), "--noise and --policy-share are for training mode (--record DIR)")
 
 
 def make_sim_env(max_steps: int, scenario: str = CLEAN) -> gym.Env:

@@ -34,7 +34,8 @@ import cv2
 import numpy as np
 import socketio
 
-from nac.config import ConfigError, need
+from nac.config import ConfigError
+from sim_bridge.config import BridgeConfig
 from sim_bridge import patches
 from sim_bridge.standin import STATS_EVENT
 
@@ -158,24 +159,6 @@ class DriveRecorder:
 
     def close(self) -> None:
         self._csv.close()
-
-
-@dataclass
-class BridgeConfig:
-    host: str = "127.0.0.1"  # the simulator connects to 127.0.0.1; other addresses only on purpose
-    port: int = 4567
-    speed: float | None = None  # target speed, mph (the simulator's top speed is about 30); None: the speed the run
-    # predicts for each frame if it learned one (PilotNet speed_output), else DEFAULT_SPEED
-    max_steer: float = 1.0  # steering commands are clipped to [-max_steer, max_steer]
-    turn_slowdown: float = 0.5  # a fixed target drops by this share at full steering lock (SpeedController)
-    record: str | None = None  # folder for frames + driving_log.csv
-    status_every: float = 1.0  # seconds between status lines (0: none)
-
-    def __post_init__(self) -> None:
-        need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
-        need(self.speed is None or 0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
-        need(0 < self.max_steer <= 1, f"max steer must be in (0, 1] (got {self.max_steer})")
-        need(0 <= self.turn_slowdown < 1, f"turn slowdown must be in [0, 1) (got {self.turn_slowdown})")
 
 
 DEFAULT_SPEED = 15.0  # mph, the target for a run that does not predict its speed

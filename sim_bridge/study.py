@@ -22,12 +22,13 @@ import websocket
 
 from agents.driving.rollout import EpisodeResult
 from agents.studies.config import StudyConfig
-from agents.studies.recipe import Recipe
+from agents.training.recipe import Recipe
 from agents.studies.study import StudyKind, episode_record, quiet_bars, train_resumable
 from agents.training.udacity import training_data
 from nac.config import ConfigError
 from sim_bridge.bench import free_port
-from sim_bridge.carracing_sim import SimConfig, drive_autonomous, record_training, recorded_seeds
+from sim_bridge.carracing_sim import drive_autonomous, record_training, recorded_seeds
+from sim_bridge.config import SimConfig
 
 BRIDGE_START_S = 120.0  # a bridge process imports torch and loads its run before it listens; under load that takes a while
 
@@ -64,7 +65,8 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
 
 def serve(path: str, port: str, speed: str, turn_slowdown: str = "0.5") -> None:
     """A bridge for one run, as `nacdrive drive RUN --port P --speed S --turn-slowdown T` serves it (silently)."""
-    from sim_bridge.server import BridgeConfig, serve_run
+    from sim_bridge.config import BridgeConfig
+    from sim_bridge.server import serve_run
 
     with open(os.devnull, "w") as sink:
         cfg = BridgeConfig(port=int(port), speed=None if speed == "None" else float(speed), turn_slowdown=float(turn_slowdown), status_every=0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from agents.carracing import perturb, scenarios
-from agents.carracing.env import EPISODE_STEPS, RENDERER, check_renderer, make_env
+from agents.carracing.env import EPISODE_STEPS, RENDERER, RENDERERS, check_renderer, make_env
 from agents.carracing.seeds import HELD_OUT_SEED, SELECT_SEED
 from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.driving.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
@@ -29,20 +29,25 @@ from nac.config import ConfigError, need
 
 @dataclass
 class EvaluateConfig:
-    runs: list[str]  # run folders (nacdrive train / dagger)
+    runs: list[str]  # run folders (nacdrive train / dagger, or agents/pretrained/<head>)
     episodes: int = 50  # episodes per run
-    seed_start: int = HELD_OUT_SEED  # seeds seed_start, seed_start + 1, ... (none may be a training seed)
-    workers: int = 0  # processes; 0 = up to 2
+    seed_start: int = HELD_OUT_SEED  # seeds seed_start, seed_start + 1, ... (none may be a seed the run trained on)
+    workers: int = 0  # processes; 0: up to 2
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
-    weights: str = "best"  # which weights of each run: best (validation) or last
-    actions: str | None = None  # discrete actions: argmax, sample, diffuse or wheel (agents.driving.policy.DECODERS); None: each run's own
-    experts: bool = True  # add the track expert's figures on the same seeds as reference rows
+    weights: str = field(default="best", metadata={"choices": WEIGHTS})  # which weights of each run: best (validation) or last
+    actions: str | None = field(default=None, metadata={"choices": DECODERS})  # discrete actions from the policy's softmax: the
+    # likeliest (argmax), a draw (sample), pulses at the softmax's rates without chance (diffuse: error diffusion), or steering
+    # towards the wheel angle of a wheel-angle network (wheel). Default: each run's own (wheel for wheel-angle networks, diffuse
+    # for rate networks, else argmax); continuous runs ignore it
+    expert: bool = True  # add the track expert's figures on the same seeds as reference rows
     perturb: str | None = None  # one perturbation (agents.carracing.perturb), e.g. "drop=0.2"; None or "none": clean
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
-    renderer: str = RENDERER  # how the frames are drawn (agents.carracing.env.RENDERERS): direct, or gymnasium's own pixels
+    renderer: str = field(default=RENDERER, metadata={"choices": RENDERERS})  # how the frames are drawn: direct (nac-drive's
+    # renderer, the default everywhere) or gymnasium (gymnasium's own pixels, bit for bit, several times slower); the expert
+    # reads the car's state and drives the same either way
     scenario: str = scenarios.CLEAN  # what the frames show (agents.carracing.scenarios.SCENARIOS): a generalization test, or clean
-    batch: int = 5  # a run's clean episodes stepped together in one process, one batched policy forward a step
-    # (perturbed episodes are driven one at a time); each episode is the one it would be alone
+    batch: int = 5  # a run's clean episodes stepped together in one process, one batched policy forward a step (perturbed
+    # episodes are driven one at a time); each episode is the one it would be alone
 
     def __post_init__(self) -> None:
         need(bool(self.runs), "give at least one run folder")
@@ -235,7 +240,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
         exc.partial = board()  # type: ignore[attr-defined]
         raise
     rows = board()
-    if cfg.experts and cfg.perturb is None:  # the expert reads the simulator's state: perturbed frames do not reach it
+    if cfg.expert and cfg.perturb is None:  # the expert reads the simulator's state: perturbed frames do not reach it
         for space in sorted({i.action_space for i in infos.values()}):
             r = evaluate_expert(
                 ExpertEvalConfig(

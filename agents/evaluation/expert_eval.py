@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
 from agents.carracing import scenarios
 from agents.carracing.env import EPISODE_STEPS, make_env
-from agents.experts import check_expert, expert_needs_pixels, make_expert
+from agents.experts import EXPERTS, check_expert, expert_needs_pixels, make_expert
 from agents.driving.executor import ExecutorConfig
 from agents.driving.rollout import EpisodeResult, parallel_map, run_episode, shares, summarize
 from nac.config import ConfigError
@@ -16,13 +16,13 @@ from nac.config import ConfigError
 
 @dataclass
 class ExpertEvalConfig:
-    expert: str = "track"  # expert name: see agents.experts.EXPERTS
-    continuous: bool = False  # action space
-    episodes: int = 50
-    seed_start: int = 0  # episodes use seeds seed_start, seed_start + 1, ...
-    workers: int = 0  # processes; 0 = up to 2
+    expert: str = field(default="track", metadata={"choices": EXPERTS})  # which expert drives
+    continuous: bool = False  # continuous actions (steer, gas, brake) instead of 5 discrete
+    episodes: int = 50  # episodes, on seeds seed_start, seed_start + 1, ...
+    seed_start: int = 0  # the first seed
+    workers: int = 0  # processes; 0: up to 2
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
-    model: str | None = None  # model file (PPO expert)
+    model: str | None = None  # the PPO expert: a run folder from 'expert train' or its expert/ folder (default: the shipped one)
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
     scenario: str = scenarios.CLEAN  # agents.carracing.scenarios: the track expert reads the car's state, so only domain-randomize (its
     # own tracks) changes what it drives; the PPO expert sees the frames

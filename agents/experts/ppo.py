@@ -12,7 +12,7 @@ normalisation. From scratch it needs about 4M steps; SB3 PPO steps about 41 time
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -89,27 +89,32 @@ def make_ppo_env(continuous: bool, max_steps: int = EPISODE_STEPS, labels: bool 
 
 @dataclass
 class PPOTrainConfig:
-    out: str  # run folder
-    continuous: bool = True  # gSDE needs continuous actions (the zoo trains continuous)
+    out: str  # the run folder
+    continuous: bool = field(default=True, metadata={"negated": "discrete", "negated_help": "5 discrete actions (no gSDE) instead "
+                                                                                            "of continuous"})  # continuous actions
+    # (gSDE needs them; the zoo trains continuous)
     timesteps: int = 200_000  # PPO environment steps (after frame skip) in this run, warm start excluded
     envs: int = 8  # SubprocVecEnv workers (the zoo's 8)
-    warm_start: str | None = "track"  # "track": clone the track expert before PPO; None: from scratch
+    warm_start: str = field(default="track", metadata={"choices": ("track", "none")})  # track: behaviour-clone the track expert
+    # (and DAgger rounds) before PPO, so that PPO starts from a driver; none: from scratch
     warm_steps: int = 20_000  # expert-driven steps recorded for cloning
     dagger_rounds: int = 2  # DAgger rounds before PPO
     dagger_steps: int = 10_000  # policy-driven steps per DAgger round
     bc_epochs: int = 5  # passes over the aggregated data per round
     eval_every: int = 20_000  # steps between evaluations on held-out seeds
-    eval_episodes: int = 5
-    eval_seed: int = 30_000  # held-out seeds for the eval callback
+    eval_episodes: int = 5  # episodes per evaluation
+    eval_seed: int = 30_000  # the eval callback's first held-out seed
     checkpoint_every: int = 20_000  # steps between checkpoints
-    seed: int = 0
-    device: str = "cpu"  # SB3's CnnPolicy on 64x64 trains about as fast on CPU
-    max_steps: int = EPISODE_STEPS
+    seed: int = 0  # PPO's seed
+    device: str = "cpu"  # SB3's CnnPolicy on 64x64 frames trains about as fast on CPU
+    max_steps: int = EPISODE_STEPS  # steps per episode
 
     def __post_init__(self) -> None:
         need(self.timesteps >= 0, "timesteps must be >= 0")
         need(self.envs >= 1, "envs must be >= 1")
-        need(self.warm_start in (None, "track"), f"warm start must be 'track' or none (got {self.warm_start!r})")
+        if self.warm_start is None:  # runs saved before the option was text
+            self.warm_start = "none"
+        need(self.warm_start in ("track", "none"), f"warm start must be track or none (got {self.warm_start!r})")
         need(self.warm_steps >= 1 and self.dagger_steps >= 1 and self.bc_epochs >= 1, "warm-start sizes must be >= 1")
         need(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.eval_episodes >= 1, "eval and checkpoint intervals must be >= 1")
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from agents.training.bc import CLASSES, action_classes
-from agents.carracing.env import make_env
+from agents.carracing.env import EPISODE_STEPS, make_env
 from agents.carracing.scenarios import CLEAN
 from agents.carracing.seeds import HELD_OUT_SEED
 from agents.experts import make_expert
@@ -36,11 +36,11 @@ COLOURS = {"noop": "#999999", "right": "#d62728", "left": "#1f77b4", "gas": "#2c
 
 @dataclass
 class ExplainConfig:
-    run: str
-    out: str
-    seed: int = HELD_OUT_SEED
-    max_steps: int = 1000
-    scenario: str = CLEAN  # agents.carracing.scenarios: what the frames show
+    run: str  # the run folder
+    out: str  # the folder for the figures
+    seed: int = HELD_OUT_SEED  # the track's seed (the first held-out one by default)
+    max_steps: int = EPISODE_STEPS  # steps of the episode
+    scenario: str = CLEAN  # what the frames show (agents.carracing.scenarios)
     saliency_frames: int = 12  # frames of the saliency grid, evenly spaced over the episode
 
     def __post_init__(self) -> None:

@@ -4,7 +4,7 @@ Per driver a tile: the camera frame upscaled 4x with a Grad-CAM saliency heatmap
 (captum's LayerGradCam through the CNN's last convolution), and a panel with the step, speed,
 return so far, the chosen action and the action probabilities (or steer / gas / brake) as
 bars, and for attention heads the frames of the window with the weight the last query gives
-each. Two drivers (--compare) drive the same seed side by side in lockstep. H.264 (yuv420p) via
+each. Two drivers (two runs, or a run and an expert) drive the same seed side by side in lockstep. H.264 (yuv420p) via
 imageio-ffmpeg, which browsers play, at the environment's 50 frames per second.
 """
 
@@ -20,10 +20,10 @@ import torch
 from matplotlib import colormaps
 from PIL import Image, ImageDraw, ImageFont
 
-from agents.carracing.env import ACTIONS, FPS, car_state, make_env
+from agents.carracing.env import ACTIONS, EPISODE_STEPS, FPS, car_state, make_env
 from agents.carracing.scenarios import CLEAN
 from agents.carracing.seeds import HELD_OUT_SEED
-from agents.experts import make_expert
+from agents.experts import EXPERTS, make_expert
 from agents.driving.policy import DrivingPolicy
 from agents.figures.saliency import saliency
 
@@ -211,15 +211,15 @@ def record(drivers: list[Driver], seed: int, writer: Any, max_steps: int) -> lis
 
 @dataclass
 class RecordConfig:
-    out: str  # the .mp4 file
-    runs: list[str] = field(default_factory=list)  # one run, or two to compare side by side
-    expert: str | None = None  # or an expert ("track") instead of / beside a run
-    continuous: bool = False  # the expert's action space (runs bring their own)
-    seed: int = HELD_OUT_SEED
+    out: str  # the video file (.mp4)
+    runs: list[str] = field(default_factory=list)  # run folders: one, or two driving the same seed side by side
+    expert: str | None = field(default=None, metadata={"choices": EXPERTS})  # an expert to record, alone or beside a run
+    continuous: bool = False  # the expert's action space when no run is given (runs bring their own)
+    seed: int = HELD_OUT_SEED  # the track's seed (the first held-out one by default)
     episodes: int = 1  # consecutive seeds, one after another in the same video
-    max_steps: int = 1000
-    saliency: bool = True
-    scenario: str = CLEAN  # agents.carracing.scenarios: what the frames show
+    max_steps: int = EPISODE_STEPS  # steps per episode
+    saliency: bool = True  # blend a Grad-CAM saliency map over the camera
+    scenario: str = CLEAN  # what the frames show (agents.carracing.scenarios)
 
 
 def record_video(cfg: RecordConfig) -> dict[str, Any]:
@@ -228,7 +228,7 @@ def record_video(cfg: RecordConfig) -> dict[str, Any]:
     if not cfg.runs and cfg.expert is None:
         raise ConfigError("give a run folder to record, or --expert track")
     if len(cfg.runs) + (cfg.expert is not None) > 2:
-        raise ConfigError("a video shows one driver, or two side by side (--compare)")
+        raise ConfigError("a video shows one driver, or two side by side (two run folders, or a run and --expert)")
     if not cfg.out.endswith(".mp4"):
         raise ConfigError(f"--out must be an .mp4 file (got {cfg.out})")
     drivers = []

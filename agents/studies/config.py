@@ -11,8 +11,7 @@ from agents.carracing import perturb
 from agents.carracing.env import EPISODE_STEPS
 from agents.carracing.seeds import HELD_OUT_SEED
 from agents.driving.executor import storage_path
-from agents.studies.recipe import Recipe
-from agents.studies.report import UDACITY_FIELDS
+from agents.training.recipe import UDACITY_FIELDS, Recipe
 from agents.training.bc import net_config
 from agents.training.dagger import FIRST_SEED
 from nac.config import ConfigError, need
@@ -28,24 +27,30 @@ class StudyConfig:
     """A study's grid and how its runs are trained and evaluated (saved in study.json)."""
 
     out: str  # the study folder (demos/, runs/, study.json, report/)
-    task: str = "carracing"  # "carracing": the driving network in CarRacing; "udacity": PilotNet through the bridge
-    heads: list[str] = field(default_factory=lambda: ["nac", "lstm"])  # sequence heads (nac.heads.head_names())
+    task: str = field(default="carracing", metadata={"choices": TASKS})  # carracing: the driving network in CarRacing; udacity:
+    # PilotNet runs on one stand-in recording ('sim --record'), each episode driven by the stand-in simulator through a bridge of
+    # its own, as 'drive' + 'sim' do (recipe keys: epochs, lr, batch_size, val_fraction, net.*; heads include dense)
+    heads: list[str] = field(default_factory=lambda: ["nac", "lstm"], metadata={"choices": lambda: [*HEADS, DENSE]})  # sequence
+    # heads (nac.heads; udacity also dense, PilotNet's own layers)
     seeds: int = 3  # training seeds per head and variant: first_seed .. first_seed + seeds - 1
-    first_seed: int = 0
-    variants: dict[str, dict[str, Any]] = field(default_factory=lambda: {"base": {}})  # name -> recipe overrides
+    first_seed: int = 0  # the first training seed
+    variants: dict[str, dict[str, Any]] = field(default_factory=lambda: {"base": {}})  # name -> overrides of the full recipe
     demos: int = 50  # expert demonstrations (seeds 0 .. demos - 1), recorded once and shared
-    continuous: bool = True  # continuous actions; False: the 5 discrete ones
+    continuous: bool = field(default=True, metadata={"negated": "discrete", "negated_help": "5 discrete actions instead of continuous "
+                                                                                            "(steer, gas, brake)"})  # continuous actions
     expert: str = "track"  # who demonstrates and labels DAgger rollouts
     episodes: int = 50  # held-out episodes per run at the clean level
-    perturb_episodes: int | None = None  # per run at each level with a perturbation: the first ones of those seeds (None: episodes)
-    seed_start: int = HELD_OUT_SEED  # held-out seeds seed_start ..
+    perturb_episodes: int | None = None  # held-out episodes per run at each perturbation level: the first ones of the clean
+    # level's seeds (default: episodes)
+    seed_start: int = HELD_OUT_SEED  # the first held-out seed
     levels: list[str] = field(default_factory=lambda: [CLEAN])  # conditions: "none" (clean), a scenario (agents.carracing.scenarios), a
     # perturbation (agents.carracing.perturb) or SCENARIO+PERTURBATION (agents.carracing.perturb.parse_level)
     max_steps: int = EPISODE_STEPS  # steps per episode
-    workers: int = 0  # local processes; 0 = up to 2
+    workers: int = 0  # local processes, each one training run or episode at a time; 0: up to 2
     ray: str | None = None  # Ray cluster address, or "local"; None: local processes
-    speed: float | None = None  # udacity: the bridge's target speed, mph (drive --speed); None: the run's learned speed, else 15
-    turn_slowdown: float = 0.5  # udacity: the share by which a fixed target drops at full steering lock (drive --turn-slowdown)
+    speed: float | None = None  # udacity: the bridge's target speed in mph (drive --speed; default: the speed a run predicts,
+    # net.speed_output=true, else 15)
+    turn_slowdown: float = 0.5  # udacity, with speed: the target drops by this share at full steering lock (drive --turn-slowdown)
 
     def __post_init__(self) -> None:
         self.out = storage_path(self.out, self.ray)

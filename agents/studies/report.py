@@ -21,11 +21,11 @@ import numpy as np
 from agents.carracing import scenarios
 from agents.carracing.perturb import CLEAN, level_panel, parse_level
 from agents.driving.rollout import lost_to_skip
+from agents.training.recipe import UDACITY_FIELDS
 from datasets.demos import seed_ranges
 from nac.checkpoint import write_json
 from nac.config import ConfigError
 
-UDACITY_FIELDS = {"epochs", "lr", "ema", "batch_size", "val_fraction", "net", "noise"}  # the recipe fields a PilotNet run has (net.speed_output=true: a learned speed)
 
 REFERENCE_HEAD = "nac"  # probability of improvement is stated for this head against the others
 EXPERT = "expert"

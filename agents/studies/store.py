@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from agents.studies.config import StudyConfig
-from agents.studies.recipe import ADDED_FIELDS, LEGACY_RECIPE, Recipe
+from agents.studies.recipe import ADDED_FIELDS, LEGACY_RECIPE
+from agents.training.recipe import Recipe
 from nac.checkpoint import write_json
 from nac.config import need
 

@@ -37,7 +37,7 @@ from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.driving.rollout import EpisodeResult
 from agents.studies.config import CLEAN, StudyConfig
 from agents.studies.progress import Progress
-from agents.studies.recipe import Recipe
+from agents.training.recipe import Recipe
 from agents.studies.store import StudyFile
 from agents.training.tasks import train
 from agents.training.loop import TrainConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.carracing.env import ACTIONS, EPISODE_STEPS, FAST_ID, FPS, RENDERER, STATE_FIELDS, car_state, make_env
-from agents.experts import check_expert, make_expert
+from agents.experts import EXPERTS, check_expert, make_expert
 from agents.driving.executor import ExecutorConfig, storage_path
 from agents.driving.rollout import EpisodeResult, parallel_map, run_episode
 from datasets.demos import DataError, DemoSet, Episode, write_episode
@@ -22,18 +22,20 @@ from nac.config import ConfigError
 
 @dataclass
 class CollectConfig:
-    out: str  # the demonstration folder
-    expert: str = "track"  # which expert drives (agents.experts.EXPERTS)
-    episodes: int = 20  # episodes to record (with --resume: the set's planned total is kept)
+    out: str  # the demonstration folder; an existing one that is not empty is refused unless resume or append
+    expert: str = field(default="track", metadata={"choices": EXPERTS})  # which expert drives: track, the privileged track
+    # follower (with discrete actions it plans 40 steps ahead before each action), or ppo, the shipped PPO expert
+    episodes: int = 20  # episodes to record (with resume: the set's planned total is kept)
     continuous: bool = False  # continuous actions (steer, gas, brake) instead of 5 discrete
-    workers: int = 0  # worker processes; 0 = up to 2
+    workers: int = 0  # worker processes; 0: up to 2
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
-    seed_start: int | None = None  # first seed; default 0 (new) or after the set's last (append)
+    seed_start: int | None = None  # first seed (default 0, or after the set's last with append)
     resume: bool = False  # complete an interrupted collection into `out`
     append: bool = False  # add `episodes` more episodes to an existing set
-    max_steps: int = EPISODE_STEPS  # steps per episode (gymnasium's CarRacing limit is 1000)
-    model: str | None = None  # expert model file (PPO expert)
-    noise: float = 0.0  # continuous: std of a drift added to the steering the car executes, not to the label (DART)
+    max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
+    model: str | None = None  # the PPO expert's run folder (default: the shipped one)
+    noise: float = 0.0  # continuous: the car executes the expert's steering plus a slowly varying offset of this std, the
+    # recorded action stays the expert's, so the demonstrations show recoveries (DART)
 
     def __post_init__(self) -> None:
         self.out = storage_path(self.out, self.ray)

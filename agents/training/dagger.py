@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from agents.training.collect import Recorder, demo_header, save_recording
 from agents.carracing.seeds import CHECK_SEED, DAGGER_SEED
 from agents.carracing.env import EPISODE_STEPS, OffRoadLimit, make_env, wheels_off_road
 from agents.evaluation.evaluate import EvaluateConfig, evaluate
-from agents.experts import check_expert, make_expert
+from agents.experts import EXPERTS, check_expert, make_expert
 from agents.driving.policy import DrivingPolicy
 from agents.driving.executor import ExecutorConfig, storage_path
 from agents.carracing import perturb as perturbations
@@ -57,49 +57,36 @@ STALL_SPEED, STALL_AFTER = 5.0, 50  # u/s, steps (the car starts from rest)
 
 @dataclass
 class DaggerConfig:
-    run: str  # a training run folder (nacdrive train)
-    expert: str = "track"  # who labels the frames
-    rounds: int = 2  # rounds of rollouts + training (the recipe's two: agents/pretrained/README.md)
-    until: float = 0.0  # > 0: after `rounds`, one more round while the last round falls short: its clean rollouts' mean return
-    # below this, or on the check (below) its trained weights' mean below this or a track lost (LOST_TILES), up to max_rounds in
-    # all: the extra round goes only to a draw that needs it
-    check: int = 16  # with until: after each round from `rounds` on, the trained weights drive this many episodes alone (seeds
-    # CHECK_SEED.., the same every round, apart from evaluation's), judged beside the round's own rollouts (falls_short). A draw's
-    # failures are rare, so the check looks at each episode, not only at the mean: the seed-2 discrete quick start's two-round
-    # weights drove 8 check episodes at 907.6 or more and then lost two tracks of 10 held-out ones (802.3; docs/studies/discrete-heads/README.md, 'The
-    # worst check episode'). Each episode is judged by its tiles, not its return: a policy a little slower than the expert on a
-    # long track ends the 1000 steps a few tiles short of its lap and some 25 points below the expert without having lost
-    # anything, which a return threshold took for a failure (docs/studies/discrete-heads/README.md, 'Lost tracks, not slow laps'). 0: the rollouts alone
-    max_rounds: int = 0  # with until: the most rounds in all (> rounds)
+    run: str  # a run folder from 'nacdrive train'
+    expert: str = field(default="track", metadata={"choices": EXPERTS})  # who labels the visited frames
+    rounds: int = 2  # rounds of rollouts and training (the recipe's two)
+    until: float = 0.0  # > 0: after `rounds`, one more round while the last round falls short, up to max_rounds in all: its clean
+    # rollouts' mean return below this, or its trained weights, driving `check` episodes alone, below it or losing a track
+    # (reaching fewer than 95 % of its tiles). The extra rounds go only to a run that needs them; 0: exactly `rounds`
+    check: int = 16  # with until: the episodes each round's trained weights drive alone (check seeds, the same every round, apart
+    # from evaluation's). Failures are rare, so each episode is judged, not only the mean; 0: judge the round's own clean rollouts
+    max_rounds: int = 0  # with until: the most rounds in all (more than rounds)
     episodes: int = 10  # policy rollouts per round
-    beta: float | None = None  # round r executes the expert's action with probability beta ** r (0: the policy drives
-    # alone); None: the recipe's for the run's head and action space (recipe_beta)
+    beta: float | None = None  # round r executes the expert's action with probability beta ** r (0: the policy drives alone).
+    # Default: the recipe's for the run's head and action space, 0.5 for NAC and discrete runs, 0.3 for the other heads (recipe_beta)
     epochs: int = 2  # training epochs added per round
-    average: int = 1  # > 1: the weights the run leaves (best.safetensors, what an evaluation drives) are the mean of its last
-    # rounds' own best weights, this many, from round 2 on (rounds/r<r>.safetensors), as stochastic weight averaging (Izmailov et
-    # al. 2018) takes the mean of points along one training run. The rounds themselves (their rollouts, the check) are driven by
-    # each round's own weights, so the rounds are those of a run without it; 1: the last round's own. Round 1's weights, trained
-    # on rollouts the expert drove half of, are left out (the discrete quick start's seed 4: its mean with round 2's drove 854.3,
-    # round 2's own 897.4), and behaviour cloning's too. The discrete quick start's seeds 3 and 4 lost a held-out track each
-    # with their fourth round's own weights (852.9, 862.3) and drove every track with the mean of rounds 2..4 (909.7, 910.9;
-    # docs/studies/discrete-heads/README.md, 'The last rounds' weights averaged')
-    minutes: float | None = None  # and at most this many training minutes per round (None: no cap)
-    workers: int = 0  # rollout processes; 0 = up to 2
+    average: int = 1  # > 1: the weights the run leaves (which an evaluation drives) are the mean of its last K rounds' own best
+    # weights, from round 2 on (stochastic weight averaging, Izmailov et al. 2018); each round's rollouts and check are driven
+    # by its own weights, kept in RUN/rounds/. 1: the last round's own
+    minutes: float | None = None  # also stop a round's training after this many minutes
+    workers: int = 0  # rollout processes; 0: up to 2
     ray: str | None = None  # run the rollouts as Ray tasks on this cluster address ("local": a new local instance)
-    seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i
+    seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i in round r
     max_steps: int = EPISODE_STEPS  # steps per rollout (CarRacing's limit is 1000)
-    off_road_steps: int = 0  # > 0: a rollout ends once all four wheels have been off the road this many steps in a row
-    # (0: never). With beta 0 and 50 the quick-start recipe study's run means went from 859 / 925 / 881 to 916 / 897 / 910
-    # (the same 92 % of laps), but the quick start itself from 815.8 / 778.5 to 718.7 / 703.3 (seeds 0, 1): off by default
-    takeover: float = 0.0  # > 0: the expert also drives while the car is this many u/s over the expert's target speed or
-    # has a wheel off the road or has stalled (and TAKEOVER_HOLD steps after); 0: no gate (the track expert alone knows a target speed;
-    # with another expert only the wheels gate)
-    perturb: str = "auto"  # the rollouts on odd seeds (half of each round's) drive the policy under this perturbation (as `evaluate
-    # --perturb` takes it, e.g. "jitter=3"; "none": never); the expert labels every frame as in any rollout, so the data holds the
-    # states a policy with late or missing frames drives into and the way back. "auto": the run's own irregular frame gaps, jitter=J
-    # for a run whose windows have gaps of 1..J (NAC and CfC on the gap mix, agents.training.bc.frame_gaps), none for regular windows
-    # (rollout_perturbation). With it NAC at beta 0.3 held 855 / 862 at drop 0.4 / jitter 3 (without: 764 / 731), clean unchanged
-    # (docs/studies/mha-rope/README.md, 'Perturbed DAgger rollouts')
+    off_road_steps: int = 0  # > 0: a rollout ends once all four wheels have been off the road this many steps in a row: the
+    # expert's labels for the way back are kept, the frames of a car lost on the grass are not (0: never)
+    takeover: float = 0.0  # > 0: the expert also drives while the car is more than this many u/s over the track expert's target
+    # speed, has a wheel off the road or has stalled (and 10 steps after), so that with beta 0 the policy drives until it errs
+    # and the rollouts record the expert's way out (SafeDAgger-style); 0: no takeover
+    perturb: str = "auto"  # the policy drives the rollouts on odd seeds (half of each round's) under this perturbation, as
+    # 'evaluate --perturb' takes it (jitter=3: frames arrive 1..3 steps apart); the expert labels every frame, so the data shows
+    # the way back from where late or missing frames lead the policy. none: never; auto: the run's own frame gaps, jitter=J for a
+    # run trained on gaps of 1..J, none for regular windows
 
     def __post_init__(self) -> None:
         self.run = storage_path(self.run, self.ray)
@@ -254,7 +241,7 @@ def check_weights(cfg: DaggerConfig, run: Path) -> dict[str, Any]:
     """The run's best weights driving cfg.check episodes alone (seeds CHECK_SEED..): the evaluation's own episodes, without the
     expert's reference rows."""
     row = evaluate(EvaluateConfig(runs=[str(run)], episodes=cfg.check, seed_start=CHECK_SEED, workers=cfg.workers, ray=cfg.ray,
-                                  experts=False, max_steps=cfg.max_steps))[0]
+                                  expert=False, max_steps=cfg.max_steps))[0]
     return {"seeds": row["seeds"], "returns": row["returns"], "tiles": row["tiles"], "mean_return": row["mean_return"],
             "finished_share": row["finished_share"]}
 

@@ -33,18 +33,19 @@ from torch import Tensor, nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
-from agents.training.augment import check_augment
+from agents.training.augment import AUGMENTS, check_augment
 from agents.training.distributed import Dist, any_process, barrier
 from agents.carracing.env import EPISODE_STEPS
 from nac.checkpoint import write_json
 from nac.config import ConfigError, TrainingDiverged, need
+from nac.heads import head_names
+from nac.pilotnet import DENSE
 
 TASKS = ("carracing", "udacity")  # the trainers by name are in agents.training.tasks
 BALANCE = ("auto", "weights", "sampler", "none")
 LOSSES = ("mse", "l1")
 STATE = "train_state"
-# epochs when none are given: CarRacing's behaviour cloning of the recipe (agents/pretrained/README.md: 4 epochs, then
-# `dagger` adds 2 rounds of 2), PilotNet's 10
+# epochs when none are given: CarRacing's behaviour cloning of the recipe (4, before DAgger adds its rounds), PilotNet's 10
 DEFAULT_EPOCHS = {"carracing": 4, "udacity": 10}
 
 
@@ -52,43 +53,49 @@ DEFAULT_EPOCHS = {"carracing": 4, "udacity": 10}
 class TrainConfig:
     """Training of one policy network (`nacdrive train`); the CarRacing-only fields say so."""
 
-    data: list[str]  # demonstration folders (carracing) or recording folders with driving_log.csv (udacity)
-    out: str  # the run folder
-    task: str = "carracing"  # "carracing" (frame windows -> actions) or "udacity" (PilotNet steering)
-    head: str = "nac"  # sequence head (nac.heads.head_names())
+    data: list[str]  # demonstration folders from 'nacdrive collect' (carracing), or recording folders with driving_log.csv (udacity)
+    out: str  # the run folder to create (or to continue with --resume)
+    task: str = field(default="carracing", metadata={"choices": TASKS})  # carracing: frame windows -> the expert's actions;
+    # udacity: PilotNet's steering from driving_log.csv recordings (split by session; side cameras, flips, shifts, shadows and
+    # brightness as augmentation)
+    head: str = field(default="nac", metadata={"choices": lambda: [*head_names(), DENSE]})  # the sequence head (nac.heads);
+    # dense: PilotNet's own dense layers (udacity only)
     window: int = 8  # carracing: frames per window, labelled with the expert's action at the last one
     frame_stride: int = 1  # carracing: steps between a window's frames
-    stride_jitter: int | None = None  # carracing: > 1 draws each gap between a window's frames from 1..J (true times kept)
-    regular_share: float | None = None  # carracing, with stride_jitter > 1: this share of windows keeps regular gaps (a mix)
-    # None (either): the recipe's for the head and the demonstrations' action space (agents.training.bc.frame_gaps), resolved when
-    # training starts and saved so in the run's config
-    arrival_windows: bool = False  # carracing: a row a policy decided on in a perturbed DAgger rollout is trained on the
-    # window it saw there, with the gaps the frames really came at (datasets.windows.arrival_back), not on gaps drawn afresh
-    shift: int = 0  # carracing: random image shifts of up to this many pixels (DrQ / RAD), one per chunk of steps
-    augment: str = "none"  # carracing: an augmentation against visual shift, drawn per chunk of steps (agents.training.augment.AUGMENTS:
-    # jitter, randconv, overlay)
-    select_episodes: int = 0  # carracing: > 0 keeps as best the weights that drive best over this many closed-loop
-    # episodes (seeds SELECT_SEED.., the same at every validation), not those with the lowest validation loss
-    select_steps: int = EPISODE_STEPS  # steps per selection episode (default: a whole episode)
-    epochs: int | None = None  # passes over the training data; None: DEFAULT_EPOCHS of the task, or no limit with minutes
+    stride_jitter: int | None = None  # carracing: > 1 draws each gap between a window's frames from 1..J steps (true timestamps
+    # kept), so that heads told the frames' times learn the timing of dropped or late frames. Default: the recipe's for the head
+    # and action space (agents.training.bc.frame_gaps: 3 for heads told the times with continuous actions, else 1)
+    regular_share: float | None = None  # carracing, with stride_jitter > 1: this share of windows keeps regular gaps (default: the
+    # recipe's, 0.5 where the jitter is 3 by default, else 0)
+    arrival_windows: bool = False  # carracing: a step a policy decided on in a perturbed DAgger rollout ('dagger --perturb') is
+    # trained on the window it saw there, with the gaps its frames really came at, instead of gaps drawn afresh (needs frame_stride 1)
+    shift: int = 0  # carracing: random image shifts of up to this many pixels, the same for a chunk of steps (DrQ / RAD)
+    augment: str = field(default="none", metadata={"choices": AUGMENTS})  # carracing: an augmentation against visual shift,
+    # drawn per chunk of steps on half of them, above the instrument strip: jitter (brightness, contrast, saturation, hue),
+    # randconv (a random 3x3 convolution, Lee et al. 2020), overlay (blended with a random 1/f picture, as SODA / SVEA)
+    select_episodes: int = 0  # carracing: > 0 keeps as best the weights that drive best over this many closed-loop episodes
+    # (selection seeds, the same at every validation) instead of those with the lowest validation loss
+    select_steps: int = EPISODE_STEPS  # carracing: steps per selection episode
+    epochs: int | None = None  # passes over the training data (default: carracing 4, udacity 10; no limit with minutes)
     minutes: float | None = None  # stop after this much training time (summed over resumed sessions)
-    batch_size: int = 32  # samples per step (the paper's 32)
-    lr: float = 1e-4  # Adam learning rate (the paper's 1e-4)
-    chunk: int = 8  # carracing: consecutive labelled steps per group in a batch (they share frames)
-    balance: str = "auto"  # carracing: class imbalance by "weights" (weighted loss), "sampler", "none";
-    # "auto": weights for discrete actions, none for continuous ones (reweighting a regression by
-    # action class biases the mean action: measured, gas 13 % low and braking 27 % too often)
-    loss: str = "mse"  # carracing, continuous actions: "mse" (conditional mean) or "l1" (conditional median)
-    turn_weight: float = 0.0  # carracing, wheel-angle networks: the angle's squared error weighted by 1 + this x how fast the
-    # planned angle turns there (agents.training.bc.turn_rates: 0 on a straight or a steady bend, 1 at the wheel's top rate)
-    val_fraction: float = 0.2  # share of episodes (carracing) or sessions (udacity) held out
-    val_episodes: list[str] | None = None  # carracing: the held-out episodes ("folder:seed"); resolved at start
+    batch_size: int = 32  # windows (carracing) or images (udacity) per step, the paper's 32
+    lr: float = 1e-4  # Adam's learning rate, the paper's 1e-4
+    chunk: int = 8  # carracing: consecutive steps per group in a batch, sharing their frames
+    balance: str = field(default="auto", metadata={"choices": BALANCE})  # carracing: class imbalance by a weighted loss (weights),
+    # balanced sampling (sampler) or neither (none); auto: weights for discrete actions, none for continuous ones (reweighting
+    # a regression by action class biases the mean action)
+    loss: str = field(default="mse", metadata={"choices": LOSSES})  # carracing, continuous actions: squared error (the conditional
+    # mean) or absolute error (the conditional median: no constant small brake where the expert brakes in rare pulses)
+    turn_weight: float = 0.0  # carracing, wheel-angle networks (net wheel_target): the angle's squared error weighted by 1 + W x how
+    # fast the expert's planned angle turns there (0 on a straight or a steady bend, about 0.35 where a bend turns into the other way)
+    val_fraction: float = 0.2  # share of episodes (carracing) or sessions (udacity) held out for validation
+    val_episodes: list[str] | None = None  # carracing: the held-out episodes ("folder:seed"); drawn at start, saved in the run
     folds: int = 1  # carracing: > 1 is k-fold cross-validation by episode, one sub-run per fold
     device: str = "auto"  # auto (cuda when present), cpu, cuda, cuda:N
-    seed: int = 0  # order of batches, dropout, initial weights, split, augmentation
-    net: dict[str, Any] = field(default_factory=dict)  # more network options (d_model, num_heads, nac, ...)
+    seed: int = 0  # seed of the split, the initial weights, the batch order, dropout and augmentation
+    net: dict[str, Any] = field(default_factory=dict)  # network options (nac.driving.DrivingNetConfig, nac.pilotnet.PilotNetConfig)
     checkpoint_seconds: float = 60.0  # how often the resumable state is written
-    init_from: str | None = None  # carracing: start from this run's best weights (same network)
+    init_from: str | None = None  # carracing: start from this run's best weights (the same network)
     ema: float = 0.0  # > 0: validate and save an exponential moving average of the weights, this decay per step (0.999: a
     # half-life of about 700 steps); the optimizer still steps the raw weights
 
@@ -104,7 +111,7 @@ class TrainConfig:
         need(self.window >= 1 and self.frame_stride >= 1, f"window and frame stride must be >= 1 (got {self.window}, {self.frame_stride})")
         need(self.stride_jitter is None or self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
         need(not self.arrival_windows or self.frame_stride == 1,
-             f"--arrival-windows cuts the windows a policy saw step by step, so it needs --stride 1 (got {self.frame_stride})")
+             f"--arrival-windows cuts the windows a policy saw step by step, so it needs --frame-stride 1 (got {self.frame_stride})")
         need(self.select_episodes >= 0 and self.select_steps >= 1, "select_episodes must be >= 0 and select_steps >= 1")
         need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
         check_augment(self.augment)

@@ -124,25 +124,26 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
     [
         (["train", "--data", "/nonexistent", "--out", "/tmp/x"], "/nonexistent is not a folder"),
         (["train", "--data", ".", "--out", "/tmp/x", "--head", "transformer"], "invalid choice: 'transformer'"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--lr", "-1"], "expected a number > 0, got '-1'"),
+        (["train", "--data", ".", "--out", "/tmp/x", "--lr", "-1"], "nacdrive train: learning rate must be > 0 (got -1.0)"),
+        (["train", "--data", ".", "--out", "/tmp/x", "--epochs", "two"], "argument --epochs: invalid int value: 'two'"),
         (["train", "--data", ".", "--out", "/tmp/x", "--nac", "topk"], "expected KEY=VALUE, got 'topk'"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--task", "udacity", "--rate-window", "2"], "--rate-window is for --task carracing"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--wheel-speed", "excess"], "give it with --wheel-target"),
+        (["train", "--data", ".", "--out", "/tmp/x", "--task", "udacity", "--rate-window", "2"], "--rate-window is not an option of the udacity network"),
+        (["train", "--data", ".", "--out", "/tmp/x", "--speed-output"], "--speed-output is not an option of the carracing network"),
         (["train", "--data", ".", "--out", "/tmp/x", "--turn-weight", "2"], "it is for wheel-angle networks (--wheel-target"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--wheel-target", "--turn-weight", "-2"], "expected a number >= 0, got '-2'"),
+        (["train", "--data", ".", "--out", "/tmp/x", "--wheel-target", "--turn-weight", "-2"], "turn weight must be >= 0 (got -2.0)"),
         (["evaluate", "/nonexistent"], "config.json not found"),
         (["dagger", "--run", "/nonexistent"], "not a training run"),
         (["quickstart", "--seed", "10"], "include the held-out seeds 10000..10009"),
         (["quickstart", "--seed", "30"], "nacdrive quickstart: seed 30 would record demonstrations on seeds 30000..30049, which include the DAgger check's seeds 30000..30015; choose another seed"),
         (["quickstart", "--regular-share", "2"], "regular share must be in [0, 1] (got 2.0)"),
-        (["quickstart", "--discrete", "--discrete-target", "rates", "--rate-window", "0"], "--rate-window"),
+        (["quickstart", "--discrete", "--discrete-target", "rates", "--rate-window", "0"], "rate_window must be >= 1 (got 0)"),
         (["quickstart", "--discrete", "--rate-window", "2"], "--rate-window is for --discrete --discrete-target rates"),
         (["quickstart", "--discrete-target", "wheel"], "--discrete-target is for --discrete"),
-        (["quickstart", "--turn-weight", "5"], "--turn-weight weights the learned wheel angle's error: it is for --discrete with the wheel target"),
-        (["quickstart", "--discrete", "--discrete-target", "rates", "--turn-weight", "5"], "it is for --discrete with the wheel target"),
+        (["quickstart", "--turn-weight", "5"], "it is for wheel-angle networks"),
+        (["quickstart", "--discrete", "--discrete-target", "rates", "--turn-weight", "5"], "it is for wheel-angle networks"),
         (["quickstart", "--discrete", "--discrete-target", "pulses"], "invalid choice: 'pulses'"),
         (["quickstart", "--dagger-beta", "1.5"], "the DAgger rounds' beta must be in [0, 1) (got 1.5)"),
-        (["quickstart", "--dagger-takeover", "-1"], "expected a number >= 0, got '-1'"),
+        (["quickstart", "--dagger-takeover", "-1"], "the DAgger rounds' takeover must be >= 0 u/s (got -1.0; 0 turns the gate off)"),
         (["quickstart", "--dagger-perturb", "shake=1"], "the DAgger rounds' unknown perturbation 'shake'"),
         (["quickstart", "--dagger-max-rounds", "2"], "the DAgger rounds' with until, max-rounds (the most rounds in all) must be more than rounds (2; got 2)"),
         (["dagger", "--run", ".", "--until", "880"], "with until, max-rounds (the most rounds in all) must be more than rounds (2; none given)"),
@@ -164,7 +165,7 @@ def test_bad_training_and_evaluation_input_is_one_line(argv, expected, capsys):
 def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     out = tmp_path / "qs"
     r = _run(
-        "quickstart", "--out", str(out), "--episodes", "2", "--train-minutes", "0.05", "--dagger-episodes", "2",
+        "quickstart", "--out", str(out), "--episodes", "2", "--minutes", "0.05", "--dagger-episodes", "2",
         "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40", "--seed", "1", "--dagger-until", "1",
         "--dagger-average", "2",
     )
@@ -174,7 +175,7 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     assert (out / "nac" / "best.safetensors").is_file() and (out / "nac" / "dagger" / "manifest.json").is_file()
     assert (out / "nac_seed10000.mp4").stat().st_size > 10_000 and "nac_seed10000.mp4" in report
     again = _run(
-        "quickstart", "--out", str(out), "--episodes", "2", "--train-minutes", "0.05", "--dagger-episodes", "2",
+        "quickstart", "--out", str(out), "--episodes", "2", "--minutes", "0.05", "--dagger-episodes", "2",
         "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40", "--seed", "1", "--dagger-until", "1",
         "--dagger-average", "2", "--scenario", "bar",
     )
@@ -203,52 +204,57 @@ def test_the_quickstart_recipe_depends_on_the_action_space_and_on_whether_the_he
     others; discrete: 30, 6, 2 at 1e-4, regular. What the user gives wins."""
     from agents.quickstart import QuickstartConfig
 
-    def recipe(**kw):
-        q = QuickstartConfig(**kw)
+    def recipe(episodes=None, **kw):
+        q = QuickstartConfig(episodes=episodes, **kw)
         t = q.train_config("d", "r")
         return q.episodes, t.epochs, q.dagger_config("r").epochs, t.lr, t.stride_jitter, t.regular_share
 
     assert recipe() == recipe(head="cfc") == (50, 1, 1, 3e-4, 3, 0.5)
     assert recipe(head="lstm") == recipe(head="mha") == (50, 1, 1, 3e-4, 1, 0.0)
-    assert recipe(continuous=False) == recipe(continuous=False, head="lstm") == (30, 6, 2, 1e-4, 1, 0.0)
-    assert recipe(episodes=20, train_epochs=2, lr=1e-4, stride_jitter=1) == (20, 2, 1, 1e-4, 1, 0.5)
-    assert recipe(head="gru", dagger_epochs=3, stride_jitter=2, regular_share=0.25) == (50, 1, 3, 3e-4, 2, 0.25)
+    assert recipe(discrete=True) == recipe(discrete=True, head="lstm") == (30, 6, 2, 1e-4, 1, 0.0)
+    assert recipe(20, recipe={"epochs": 2, "lr": 1e-4, "stride_jitter": 1}) == (20, 2, 1, 1e-4, 1, 0.5)
+    assert recipe(head="gru", recipe={"dagger_epochs": 3, "stride_jitter": 2, "regular_share": 0.25}) == (50, 1, 3, 3e-4, 2, 0.25)
     t = QuickstartConfig(seed=2).train_config("d", "r")
-    assert t.seed == 2 and t.net == {}  # continuous actions: the rate window is for discrete ones
+    assert t.seed == 2 and t.net == {"use_time": True}  # continuous actions: the wheel target is for discrete ones
     # validation holds out a fifth of the demonstrations unless told otherwise
-    assert (t.val_fraction, QuickstartConfig(continuous=False, val_fraction=0.04).train_config("d", "r").val_fraction) == (0.2, 0.04)
+    assert (t.val_fraction, QuickstartConfig(discrete=True, recipe={"val_fraction": 0.04}).train_config("d", "r").val_fraction) == (0.2, 0.04)
+    # the quick start's recipe is its preset's, resolved, and kept so in quickstart.json
+    from agents.training.recipe import preset_recipe
+
+    assert QuickstartConfig(recipe={"lr": 1e-3}).recipe == preset_recipe("quickstart", {"lr": 1e-3}).to_dict()
 
 
 def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     from agents.quickstart import QuickstartConfig
     from nac.config import ConfigError
 
-    assert QuickstartConfig(continuous=False).train_config("d", "r").net == {"wheel_target": True, "wheel_speed": "target"}
+    net = lambda **kw: QuickstartConfig(discrete=True, **kw).train_config("d", "r").net  # noqa: E731
+    assert net() == {"use_time": True, "wheel_target": True, "wheel_speed": "target"}
     # the wheel target's excess is weighted by brake / no brake; the other targets keep the default (auto)
-    assert QuickstartConfig(continuous=False).train_config("d", "r").balance == "weights"
-    assert QuickstartConfig(continuous=False, discrete_target="rates").train_config("d", "r").balance == "auto"
+    assert QuickstartConfig(discrete=True).train_config("d", "r").balance == "weights"
+    assert QuickstartConfig(discrete=True, discrete_target="rates").train_config("d", "r").balance == "auto"
     assert QuickstartConfig().train_config("d", "r").balance == "auto"
-    assert QuickstartConfig(continuous=False, discrete_target="rates").train_config("d", "r").net == {"rate_window": 4}
-    assert QuickstartConfig(continuous=False, discrete_target="rates", rate_window=2).train_config("d", "r").net == {"rate_window": 2}
-    assert QuickstartConfig(continuous=False, discrete_target="actions").train_config("d", "r").net == {}
-    assert QuickstartConfig(continuous=True, discrete_target="wheel").train_config("d", "r").net == {}  # discrete only
+    assert net(discrete_target="rates") == {"use_time": True, "rate_window": 4}
+    assert net(discrete_target="rates", rate_window=2) == {"use_time": True, "rate_window": 2}
+    assert net(discrete_target="actions") == {"use_time": True}
+    assert QuickstartConfig(discrete_target="wheel").train_config("d", "r").net == {"use_time": True}  # discrete only
     # DAgger's beta: the continuous quick start's 0.3 for every head (NAC's full recipe has 0.5), 0.5 for the discrete wheel
     # recipe (agents.training.dagger.recipe_beta), and what the user says
-    assert QuickstartConfig().dagger_config("r").beta == 0.3 and QuickstartConfig(continuous=False).dagger_config("r").beta == 0.5
+    assert QuickstartConfig().dagger_config("r").beta == 0.3 and QuickstartConfig(discrete=True).dagger_config("r").beta == 0.5
     assert QuickstartConfig(head="lstm").dagger_config("r").beta == 0.3
-    assert QuickstartConfig(continuous=False, dagger_beta=0.2).dagger_config("r").beta == 0.2
+    assert QuickstartConfig(discrete=True, recipe={"dagger_beta": 0.2}).dagger_config("r").beta == 0.2
     # one more DAgger round while the last round's rollouts or its trained weights on 16 check episodes average below 880 or
     # lose a track, up to the rounds asked for + 2 (discrete: + 1)
-    d = QuickstartConfig(continuous=False).dagger_config("r")
-    assert (d.rounds, d.until, d.max_rounds, d.check) == (2, 880.0, 3, 16) and QuickstartConfig(dagger_check=0).dagger_config("r").check == 0
-    assert QuickstartConfig().dagger_config("r").max_rounds == 4 and QuickstartConfig(continuous=False, dagger_rounds=3).dagger_config("r").max_rounds == 4
+    d = QuickstartConfig(discrete=True).dagger_config("r")
+    assert (d.rounds, d.until, d.max_rounds, d.check) == (2, 880.0, 3, 16) and QuickstartConfig(recipe={"dagger_check": 0}).dagger_config("r").check == 0
+    assert QuickstartConfig().dagger_config("r").max_rounds == 4 and QuickstartConfig(discrete=True, recipe={"dagger_rounds": 3}).dagger_config("r").max_rounds == 4
     # the discrete policy's weights: the mean of the last three rounds' from round 2 on; the continuous one's, its last round's
-    assert (d.average, QuickstartConfig().dagger_config("r").average, QuickstartConfig(continuous=False, dagger_average=1).dagger_config("r").average) == (3, 1, 1)
-    assert (QuickstartConfig(dagger_rounds=4).dagger_config("r").max_rounds, QuickstartConfig(dagger_until=0).dagger_config("r").until) == (6, 0.0)
+    assert (d.average, QuickstartConfig().dagger_config("r").average, QuickstartConfig(discrete=True, recipe={"dagger_average": 1}).dagger_config("r").average) == (3, 1, 1)
+    assert (QuickstartConfig(recipe={"dagger_rounds": 4}).dagger_config("r").max_rounds, QuickstartConfig(recipe={"dagger_until": 0}).dagger_config("r").until) == (6, 0.0)
     # DAgger's perturbed rollouts: the run's own frame gaps unless the user says
-    assert QuickstartConfig().dagger_config("r").perturb == "auto" and QuickstartConfig(dagger_perturb="none").dagger_config("r").perturb == "none"
+    assert QuickstartConfig().dagger_config("r").perturb == "auto" and QuickstartConfig(recipe={"dagger_perturb": "none"}).dagger_config("r").perturb == "none"
     with pytest.raises(ConfigError, match="discrete_target must be one of wheel, rates, actions"):
-        QuickstartConfig(continuous=False, discrete_target="pulses")
+        QuickstartConfig(discrete=True, discrete_target="pulses")
 
 
 def test_evaluate_under_perturbations_gives_one_board_per_level_and_a_plot(tiny_demos, tmp_path):

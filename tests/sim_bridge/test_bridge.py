@@ -21,7 +21,8 @@ from nac.pilotnet import PilotNet, PilotNetConfig
 from sim_bridge import patches
 from sim_bridge.bench import free_port
 from sim_bridge.carracing_sim import recorded_seeds
-from sim_bridge.server import BadTelemetry, BridgeConfig, DriveRecorder, SpeedController, parse_telemetry
+from sim_bridge.config import BridgeConfig
+from sim_bridge.server import BadTelemetry, DriveRecorder, SpeedController, parse_telemetry
 from sim_bridge.standin import UnityLikeClient, telemetry_fields
 
 ROOT = Path(__file__).parents[2]
@@ -317,7 +318,8 @@ def test_a_run_that_predicts_its_speed_drives_toward_that_speed_unless_told_one(
 
 
 def test_recording_with_noise_drifts_the_car_and_keeps_the_experts_labels(tmp_path):
-    from sim_bridge.carracing_sim import SimConfig, record_training
+    from sim_bridge.carracing_sim import record_training
+    from sim_bridge.config import SimConfig
 
     rows = {}
     for noise in (0.0, 0.5):
@@ -331,7 +333,8 @@ def test_recording_with_noise_drifts_the_car_and_keeps_the_experts_labels(tmp_pa
 
 
 def test_recording_with_a_policy_share_lets_the_bridge_drive_and_keeps_the_experts_labels(tmp_path):
-    from sim_bridge.carracing_sim import SimConfig, record_training
+    from sim_bridge.carracing_sim import record_training
+    from sim_bridge.config import SimConfig
 
     torch.manual_seed(0)
     PilotNet(PilotNetConfig(head="nac", d_model=20, num_heads=4)).save(tmp_path / "run", "best", {"train": {}})

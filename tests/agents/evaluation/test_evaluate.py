@@ -100,10 +100,10 @@ def test_an_evaluation_in_this_process_drives_the_weights_on_disk_now(tiny_demos
     # policy loaded by the first (the policies are cached in a process, for its episodes)
     run = str(tmp_path / "run")
     train(TrainConfig(data=[tiny_demos], out=run, head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
-    evaluate(EvaluateConfig(runs=[run], episodes=1, seed_start=500, workers=1, max_steps=5, experts=False))
+    evaluate(EvaluateConfig(runs=[run], episodes=1, seed_start=500, workers=1, max_steps=5, expert=False))
     before = [p.detach().clone() for p in ev.run_policy(run, "best", None).net.parameters()]
     train(TrainConfig(data=[tiny_demos], out=run, head="gru", window=4, epochs=2, batch_size=16, chunk=4), resume=True, quiet=True,
           restart_best=True)
-    evaluate(EvaluateConfig(runs=[run], episodes=1, seed_start=500, workers=1, max_steps=5, experts=False))
+    evaluate(EvaluateConfig(runs=[run], episodes=1, seed_start=500, workers=1, max_steps=5, expert=False))
     after = list(ev.run_policy(run, "best", None).net.parameters())
     assert any(not torch.equal(a, b) for a, b in zip(before, after))

@@ -85,7 +85,7 @@ def test_evaluation_does_no_rendering_work(tmp_path, monkeypatch):
     monkeypatch.setattr(video, "overlay", boom)
     monkeypatch.setattr(video, "saliency", boom)
     monkeypatch.setattr(video.Image, "fromarray", boom)
-    rows = evaluate(EvaluateConfig(runs=[_run(tmp_path, "nac")], episodes=1, workers=1, max_steps=5, experts=False))
+    rows = evaluate(EvaluateConfig(runs=[_run(tmp_path, "nac")], episodes=1, workers=1, max_steps=5, expert=False))
     assert rows[0]["episodes"] == 1
 
 

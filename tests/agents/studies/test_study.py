@@ -111,7 +111,7 @@ def test_variants_parse_and_refuse():
     with pytest.raises(ConfigError, match="DAgger rounds' with until, max-rounds \\(the most rounds in all\\) must be more than rounds"):
         parse_variant("x:dagger_until=880")
     # the extra rounds reach the runs' DAgger (dagger --until / --max-rounds); a recipe without them has exactly its rounds
-    from agents.studies.recipe import Recipe
+    from agents.training.recipe import Recipe
 
     d = Recipe.from_dict(parse_variant("x:dagger_until=880,dagger_max_rounds=3")[1]).dagger_config("r", expert="track", seed=0)
     assert (d.rounds, d.until, d.max_rounds, d.check) == (2, 880.0, 3, 16) and Recipe().dagger_config("r", expert="track", seed=0).until == 0.0
@@ -132,7 +132,7 @@ def test_the_study_trains_each_head_by_the_quick_starts_recipe_unless_told_other
     """The default recipe's frame gaps are the quick start's for each head and action space (one rule:
     agents.training.bc.frame_gaps); a variant's own values win."""
     from agents.quickstart import QuickstartConfig
-    from agents.studies.recipe import Recipe
+    from agents.training.recipe import Recipe
 
     def gaps(recipe, head, continuous=True):
         t = recipe.train_config("d", "r", head=head, seed=0, continuous=continuous)
@@ -140,7 +140,7 @@ def test_the_study_trains_each_head_by_the_quick_starts_recipe_unless_told_other
 
     for head in ("nac", "cfc", "lstm", "mha"):
         for continuous in (True, False):
-            q = QuickstartConfig(head=head, continuous=continuous).train_config("d", "r")
+            q = QuickstartConfig(head=head, discrete=not continuous).train_config("d", "r")
             assert gaps(Recipe(), head, continuous) == (q.stride_jitter, q.regular_share)
     assert gaps(Recipe(), "nac") == (3, 0.5) and gaps(Recipe(), "gru") == (1, 0.0) and gaps(Recipe(), "nac", False) == (1, 0.0)
     assert gaps(Recipe(stride_jitter=1), "nac") == (1, 0.5) and gaps(Recipe(stride_jitter=2, regular_share=0.0), "lstm") == (2, 0.0)

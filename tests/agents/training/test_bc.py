@@ -256,7 +256,7 @@ def test_arrival_windows_train_the_steps_a_perturbed_policy_decided_on_with_the_
     threes, ones = gap_windows(arrival=True)
     assert threes > 0 and ones > 0 and 0.2 < threes / (threes + ones) < 0.45  # a third of the steps were decided on, with gaps of 3
     assert gap_windows(arrival=False)[0] == 0  # without: the regular windows of regular_share 1 everywhere
-    with pytest.raises(ConfigError, match="needs --stride 1"):  # strided windows are not the steps it saw: refused, not ignored
+    with pytest.raises(ConfigError, match="needs --frame-stride 1"):  # strided windows are not the steps it saw: refused, not ignored
         _cfg(tiny_demos, tmp_path / "strided", frame_stride=2, arrival_windows=True)
 
 

@@ -1,0 +1,155 @@
+"""Command-line options generated from a config dataclass: a flag per field, named after it, typed by
+its annotation, its choices from a `Literal`, its comment the `--help`. A setting is declared once, in
+its config, and a command adds the config's fields with `add_fields` and builds the config back with
+`field_values`.
+
+Written here rather than taken from tyro or draccus, the two libraries the field uses for this, because
+both own the whole command line and its errors: tyro ends a bad value with a multi-line panel and
+draccus decodes every value as YAML and spells flags with underscores, where nacdrive is one argparse
+tree (shared flags, subcommands) whose bad values end in one line saying what is allowed. What this
+adds to argparse is what both libraries read from a dataclass: the field comments and the types.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import functools
+import inspect
+import io
+import json
+import textwrap
+import tokenize
+import types
+import typing
+from typing import Any, Iterable, Literal
+
+from scripts.args import key_value
+
+MISSING = dataclasses.MISSING
+
+
+@functools.cache
+def field_help(cls: type) -> dict[str, str]:
+    """{field: its comment}: the comment on the field's line and the comment-only lines right after it."""
+    src = textwrap.dedent(inspect.getsource(cls))
+    comments = {tok.start[0]: tok.string.lstrip("#").strip()
+                for tok in tokenize.generate_tokens(io.StringIO(src).readline) if tok.type == tokenize.COMMENT}
+    lines = src.splitlines()
+    docs: dict[str, str] = {}
+    for node in ast.parse(src).body[0].body:  # type: ignore[attr-defined]
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.end_lineno in comments:
+            text, line = [comments[node.end_lineno]], node.end_lineno + 1
+            while line <= len(lines) and lines[line - 1].lstrip().startswith("#"):
+                text.append(comments[line])
+                line += 1
+            docs[node.target.id] = " ".join(text)
+    for base in cls.__mro__[1:]:  # a subclass keeps the comments of the fields it inherits
+        if dataclasses.is_dataclass(base):
+            docs = {**field_help(base), **docs}
+    return docs
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return MISSING
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(str, value)) if value else "none"
+    if isinstance(value, dict):
+        return json.dumps(value) if value else "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+class KeyValues(argparse.Action):
+    """KEY=VALUE flags gathered into one dict (a dict field), on top of its default."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, value: Any, option: Any = None) -> None:
+        key, item = value
+        setattr(namespace, self.dest, {**(getattr(namespace, self.dest) or {}), key: item})
+
+
+def _argument(name: str, hint: Any, default: Any, doc: str, unset: bool, choices: Any) -> tuple[list[str], dict[str, Any]]:
+    """argparse's add_argument(*flags, **kwargs) for one field. unset: the flag's absence leaves the field to its
+    config (the value is None on the namespace), for settings whose default depends on others."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    optional = origin in (typing.Union, types.UnionType) and type(None) in args
+    if optional:
+        hint = next(a for a in args if a is not type(None))
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    help_text = doc + ("" if default is MISSING or default is None else f" (default {_shown(default)})")
+    kw: dict[str, Any] = {"help": help_text.replace("%", "%%"), "default": None if unset else default}
+    if default is MISSING and not unset:
+        kw.update(required=True, default=None)
+    if hint is bool:
+        if default is True or unset:
+            kw["action"] = argparse.BooleanOptionalAction
+        else:
+            kw["action"] = "store_true"
+        return [flag(name)], kw
+    one = name[:-1] if origin is list and name.endswith("s") else name  # a list's items: heads -> HEAD
+    if choices is not None:  # a field's metadata names its choices (a sequence, or a function returning one)
+        kw.update(choices=list(choices() if callable(choices) else choices), type=args[0] if origin is list else hint)
+        if origin is list:
+            kw["nargs"] = "+"
+        if len(kw["choices"]) > 8:  # a long list reads better in the help than in the usage line
+            kw.update(metavar=one.upper(), help=f"{kw['help']}; from: {', '.join(map(str, kw['choices']))}")
+    elif origin is Literal:
+        kw.update(choices=list(args), type=type(args[0]))
+    elif origin is list:
+        kw.update(type=args[0], nargs="+", metavar=one.upper())
+    elif origin is tuple:
+        kw.update(type=args[0], nargs=len(args), metavar={float: "X", int: "N"}.get(args[0], "VALUE"))
+    elif origin is dict:
+        kw.update(type=key_value, action=KeyValues, metavar="KEY=VALUE")
+        kw["help"] += "; repeat the flag for several"
+    elif hint in (int, float, str):
+        kw.update(type=hint, metavar={int: "N", float: "X", str: name.upper()}[hint])
+    else:
+        raise TypeError(f"{name}: no command-line form for {hint!r}")
+    return [flag(name)], kw
+
+
+def add_fields(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, skip: Iterable[str] = (),
+               unset: Iterable[str] = (), only: Iterable[str] | None = None, positional: Iterable[str] = ()) -> list[str]:
+    """A flag per field of the dataclass cls (skipping `skip`; only `only` if given), in their order; `unset`
+    fields are None unless given (their config resolves them); `positional` ones are positional arguments.
+    Returns the fields added, for field_values."""
+    hints, docs = typing.get_type_hints(cls), field_help(cls)
+    skip, unset, positional = set(skip), set(unset), set(positional)
+    wanted = None if only is None else list(only)
+    added = []
+    for f in dataclasses.fields(cls):
+        if f.name in skip or (wanted is not None and f.name not in wanted) or not f.init:
+            continue
+        if f.name not in docs:
+            raise TypeError(f"{cls.__name__}.{f.name} has no comment to be its --help")
+        flags, kw = _argument(f.name, hints[f.name], _default(f), docs[f.name], f.name in unset, f.metadata.get("choices"))
+        if "negated" in f.metadata:  # a field on by default, turned off by a flag of its own name (continuous: --discrete)
+            flags, kw = [flag(f.metadata["negated"])], {"action": "store_false", "help": f.metadata["negated_help"]}
+        if f.name in positional:
+            kw.pop("required", None)
+            kw.setdefault("metavar", f.name.upper())
+            p.add_argument(f.name, **kw)
+        else:
+            p.add_argument(*flags, dest=f.name, **kw)
+        added.append(f.name)
+    return added
+
+
+def field_values(args: argparse.Namespace, names: Iterable[str], drop_unset: bool = False) -> dict[str, Any]:
+    """The given fields' values from the namespace; drop_unset leaves out those that are None (not given, left to the
+    config)."""
+    return {name: getattr(args, name) for name in names if not (drop_unset and getattr(args, name) is None)}

@@ -1,0 +1,61 @@
+"""The recipe, declared once: its fields reach the training and DAgger configs by name, and the presets are overrides."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import pytest
+
+from agents.training.dagger import DaggerConfig
+from agents.training.loop import TrainConfig
+from agents.training.recipe import PRESETS, Recipe, check_preset, preset_recipe
+from nac.config import ConfigError
+
+# a value other than the default for each recipe field, valid for a continuous NAC run
+CHANGED = {"epochs": 3, "minutes": 5.0, "dagger_rounds": 3, "dagger_until": 800.0, "dagger_check": 4, "dagger_max_rounds": 5,
+           "dagger_episodes": 6, "dagger_epochs": 1, "dagger_minutes": 2.0, "dagger_average": 2, "dagger_beta": 0.2, "dagger_off_road": 50,
+           "dagger_takeover": 3.0, "dagger_perturb": "jitter=2", "window": 6, "stride_jitter": 2, "regular_share": 0.25, "arrival_windows": True,
+           "shift": 2, "augment": "jitter", "select_episodes": 2, "lr": 3e-4, "ema": 0.99, "batch_size": 16, "loss": "l1", "balance": "none",
+           "turn_weight": 0.0, "val_fraction": 0.1, "noise": 0.1, "net": {"nac": {"topk": 4}}}
+
+
+def configs(recipe: Recipe) -> tuple[dict, dict]:
+    t, d = recipe.train_config("d", "r", head="nac", seed=0), recipe.dagger_config("r", expert="track", seed=0)
+    return {f.name: getattr(t, f.name) for f in fields(TrainConfig)}, {f.name: getattr(d, f.name) for f in fields(DaggerConfig)}
+
+
+def test_every_recipe_field_reaches_the_training_or_the_dagger_rounds():
+    assert set(CHANGED) == {f.name for f in fields(Recipe)}, "a new recipe field: give it a changed value here"
+    for name, value in CHANGED.items():
+        if name in ("noise", "turn_weight"):  # the demonstrations' (collect --noise); the wheel-angle networks' (below)
+            continue
+        given = {name: value, **({"dagger_max_rounds": 5} if name == "dagger_until" else {})}  # until needs its most rounds
+        assert configs(Recipe(**given)) != configs(Recipe(**{k: v for k, v in given.items() if k != name})), \
+            f"{name} changes neither the training nor the DAgger rounds"
+    t = Recipe(turn_weight=2.0, net={"wheel_target": True}).train_config("d", "r", head="nac", seed=0, continuous=False)
+    assert t.turn_weight == 2.0
+
+
+def test_the_defaults_are_the_components_own():
+    t, d = configs(Recipe())
+    assert (t["lr"], t["batch_size"], t["window"], t["augment"]) == (TrainConfig.lr, TrainConfig.batch_size, TrainConfig.window, "none")
+    assert (d["rounds"], d["episodes"], d["epochs"], d["check"], d["perturb"]) == (DaggerConfig.rounds, 10, 2, DaggerConfig.check, "auto")
+
+
+def test_a_preset_is_overrides_and_keeps_its_extra_rounds():
+    assert preset_recipe("full") == Recipe() and PRESETS["full"].demos == 50
+    q = preset_recipe("quickstart")
+    assert (q.epochs, q.dagger_epochs, q.lr, q.dagger_beta, q.dagger_until, q.dagger_max_rounds) == (1, 1, 3e-4, 0.3, 880.0, 4)
+    assert preset_recipe("quickstart", {"dagger_rounds": 4}).dagger_max_rounds == 6  # two extra rounds, as the preset allows
+    assert preset_recipe("quickstart", {"dagger_rounds": 4, "dagger_max_rounds": 5}).dagger_max_rounds == 5  # unless told
+    d = preset_recipe("quickstart-discrete", {"net": {"excess_scale": 10.0}})
+    assert d.net == {"wheel_target": True, "wheel_speed": "target", "excess_scale": 10.0} and d.balance == "weights"  # nets merge
+    with pytest.raises(ConfigError, match="unknown recipe preset 'fast'; choose from full, quickstart, quickstart-discrete"):
+        check_preset("fast")
+    with pytest.raises(ConfigError, match="unknown recipe fields \\['epoch'\\]"):
+        preset_recipe("quickstart", {"epoch": 2})
+
+
+def test_a_pilotnet_run_takes_only_its_fields():
+    t = Recipe(lr=1e-3, window=4, net={"speed_output": True}).train_config("d", "r", head="dense", seed=1, task="udacity")
+    assert (t.lr, t.window, t.net, t.seed) == (1e-3, TrainConfig.window, {"speed_output": True}, 1)
