@@ -91,9 +91,8 @@ class TrackExpertConfig:
         # with the look-ahead braking where the simulated car would leave the road: its brakes came at speed excesses
         # of -20..-5 u/s, so the recorded excess did not say when it braked), and the continuous expert's top speed,
         # held by coasting: its brakes come for bends in the camera's frame and the excess labels each of them
-        # (docs/studies/discrete-heads/README.md, 'Discrete actions'). A racing line nearer the centreline (line_room 1.5) drove as well
-        # (909.7 on tuning seeds 200..209, with the look-ahead never overriding a brake) but its wheel policy's seed-0 run
-        # did worse (538.7 against 721.4; docs/studies/discrete-line-room), so 3.0 stays.
+        # (docs/studies/discrete-heads/README.md, 'Discrete actions'). A racing line nearer the centreline (line_room 1.5) drove
+        # as well, but a wheel policy trained on it did worse (docs/studies/discrete-line-room), so 3.0 stays.
         return cls(
             continuous=False, line_room=3.0, lookahead=9.0, lookahead_per_speed=0.15, lateral_accel=280.0,
             max_speed=75.0, speed_margin=BRAKE_EXCESS, coast=True, steer_tolerance=0.045, steer_hold=0.09,

@@ -38,13 +38,11 @@ CLASSES = ("noop", "right", "left", "gas", "brake")  # what a step does, in eith
 BRAKE_ON = 0.1  # a continuous brake above this counts as braking (the action classes and the brake gate)
 
 def frame_gaps(head: str, continuous: bool, stride_jitter: int | None = None, regular_share: float | None = None) -> dict[str, Any]:
-    """The frame gaps of the training windows, the given ones where not None, else the recipe's
-    (train's default, quick start, study, pretrained):
-    continuous actions and a head told the frames' times train on a mix, half the windows with
-    regular gaps and half with gaps of 1..3 steps and their true timestamps (every NAC run of it
-    drove at the expert's level, 927.6-927.7 over three runs, where regular windows lost 18 % of
-    NAC's laps: docs/studies/robustness-gap-mix/README.md, 'Robustness'); the heads without a time input (LSTM, GRU, MHA)
-    see every gap as one step and keep regular windows, as does the discrete recipe (not measured)."""
+    """The frame gaps of the training windows, the given ones where not None, else the recipe's: with continuous actions
+    a head told the frames' times trains on a mix, half the windows with regular gaps and half with gaps of 1..3 steps and
+    their true timestamps, so that it holds when frames come late or are dropped (docs/studies/robustness-gap-mix/,
+    'Robustness'); the heads without a time input (LSTM, GRU, MHA) see every gap as one step and keep regular windows, as
+    does the discrete recipe."""
     mix = continuous and getattr(HEADS.get(head), "accepts_time", False)
     return {"stride_jitter": (3 if mix else 1) if stride_jitter is None else stride_jitter,
             "regular_share": (0.5 if mix else 0.0) if regular_share is None else regular_share}

@@ -46,12 +46,11 @@ from nac.config import ConfigError, need
 FIRST_SEED = DAGGER_SEED  # DAgger rollouts use seeds from here on (agents.carracing.seeds)
 # A check episode that reached fewer of its track's tiles than this lost the track (off the road for good, turned round, stalled):
 # a policy that drives every bend ends its lap within 1000 steps or, on the longest tracks, a few tiles short of it, and a lap
-# lost to one skipped tile still reaches 99 %; the lost tracks seen reached 44-92 % (docs/studies/discrete-heads/README.md,
-# 'Lost tracks, not slow laps')
+# lost to one skipped tile still reaches 99 % (docs/studies/discrete-heads/README.md, 'Lost tracks, not slow laps')
 LOST_TILES = 0.95
 TAKEOVER_HOLD = 10  # steps the expert keeps driving after its takeover's cause has cleared (0.2 s)
-# a policy that has braked to a stop sees still frames and keeps still (BC's inertia problem): measured in gated rollouts
-# of the quick start, 2 of 6 cars stood on the road for the last 500 steps, so standing still is a cause of takeover too
+# a policy that has braked to a stop sees still frames and keeps still (BC's inertia problem), so standing still is a
+# cause of takeover too
 STALL_SPEED, STALL_AFTER = 5.0, 50  # u/s, steps (the car starts from rest)
 
 
@@ -113,16 +112,12 @@ class DaggerConfig:
 
 
 def recipe_beta(head: str, continuous: bool) -> float:
-    """DAgger's beta by the recipe (dagger's and the study's default; the discrete quick start's, while the
-    continuous quick start keeps 0.3 for every head: agents.quickstart.recipe_for).
+    """DAgger's beta by the recipe, for a run whose recipe gives none (the presets of agents.training.recipe give their own).
 
-    0.3 for continuous runs of the baselines: on the full recipe every head's three runs drove
-    908.6-923.6 with it, where at 0.5 MHA's drove 886.3, 703.8, 922.8 (docs/studies/mha-rope/,
-    docs/studies/mha-rope/README.md 'MHA with positions'). 0.5 for NAC (the NAC family, so that its ablations share
-    the recipe): at 0.3 its runs lose laps with dropped or irregular frames (ten runs: means 810 at
-    drop 0.4 and 791 at jitter 3), at 0.5 with the perturbed rollouts four runs held 887.7 and 873.5,
-    clean 920.8 (docs/studies/mha-rope/README.md, 'Perturbed DAgger rollouts'). 0.5 for discrete runs: the wheel
-    recipe at 0.3 drove 649 and 775 against 851 and 873 (docs/studies/discrete-brake-weights/)."""
+    0.3 for continuous runs of the baselines: at 0.5 the attention heads crashed in some runs (docs/studies/mha-rope/,
+    'MHA with positions'). 0.5 for the NAC family (so that its ablations share the recipe): at 0.3 its runs lost laps with
+    dropped or irregular frames (docs/studies/mha-rope/, 'Perturbed DAgger rollouts'). 0.5 for discrete runs, whose wheel
+    recipe drove worse at 0.3 (docs/studies/discrete-brake-weights/)."""
     return 0.5 if not continuous or head.startswith("nac") else 0.3
 
 
@@ -187,18 +182,16 @@ def wants_check(cfg: DaggerConfig, rounds: list[dict[str, Any]], done: int, epis
 
 
 def rollouts_short(cfg: DaggerConfig, last: dict[str, Any], episodes: list[dict[str, Any]]) -> bool:
-    """The mean of the round's clean rollouts below cfg.until (those not driven under `perturb`: they are there for data from where
-    late frames lead, and crash by design; the continuous NAC quick start's, under jitter=3, averaged 126.7 in round 2 beside
-    925.6 clean). NaN, none clean, is not short."""
+    """The mean of the round's clean rollouts below cfg.until (not those driven under `perturb`: they are there for data from
+    where late frames lead, and crash by design). NaN, none clean, is not short."""
     return clean_mean_return(episodes, last["seeds"]) < cfg.until
 
 
 def falls_short(cfg: DaggerConfig, last: dict[str, Any], episodes: list[dict[str, Any]]) -> bool:
     """Whether the round calls for another: its clean rollouts short (rollouts_short), or with a check, its trained weights' mean
     return there below cfg.until or a check episode that lost its track (reached fewer than LOST_TILES of its tiles). Both are
-    looked at because each has missed a weak draw the other saw: rollouts averaging 897.6 came before weights that lost a held-out
-    track (871.0), and weights that kept every check track after rollouts averaging 669.9 lost two of ten held-out ones
-    (docs/studies/discrete-heads/README.md, 'Lost tracks, not slow laps')."""
+    looked at because each has missed a weak draw the other saw (docs/studies/discrete-heads/README.md, 'Lost tracks, not slow
+    laps')."""
     if rollouts_short(cfg, last, episodes):
         return True
     check = last.get("check") if cfg.check else None
