@@ -83,12 +83,12 @@ class BatchPolicy(Protocol):
     def select_actions(self, frames: np.ndarray) -> list[Any]: ...
 
 
-def run_episodes(envs: list[gym.Env], policy: BatchPolicy, seeds: list[int]) -> list[EpisodeResult]:
+def run_episodes(envs: list[gym.Env], policy: BatchPolicy, seeds: list[int], observers: list[Observer] | None = None) -> list[EpisodeResult]:
     """Full episodes on `seeds`, one environment each, stepped together: one select_actions call
     (one batched forward) a step for all of them. An episode that has ended is stepped no more; its
     last frame stands in for it until all have ended. Each episode is the one run_episode drives
-    alone with the same policy (tests/agents/driving/test_rollout.py)."""
-    if len(envs) != len(seeds):
+    alone with the same policy (tests/agents/driving/test_rollout.py), observers[i] seeing episode i's steps."""
+    if len(envs) != len(seeds) or (observers is not None and len(observers) != len(seeds)):
         raise ValueError(f"run_episodes: {len(envs)} environments for {len(seeds)} seeds")
     obs = [env.reset(seed=seed)[0] for env, seed in zip(envs, seeds)]
     policy.reset_batch(seeds)
@@ -103,7 +103,11 @@ def run_episodes(envs: list[gym.Env], policy: BatchPolicy, seeds: list[int]) -> 
         for i, env in enumerate(envs):
             if not running[i]:
                 continue
+            if observers is not None:
+                observers[i].before_step(env, obs[i], actions[i])
             obs[i], reward, terminated, truncated, info = env.step(actions[i])
+            if observers is not None:
+                observers[i].after_step(obs[i], float(reward), terminated, truncated, info)
             total[i] += float(reward)
             steps[i] += 1
             finished[i] = finished[i] or bool(info.get("lap_finished", False))
@@ -167,24 +171,27 @@ def parallel_map(
     desc: str,
     postfix: Callable[[list[Any]], dict] | None = None,
     on_result: Callable[[Any], None] | None = None,
+    counts: list[int] | None = None,
 ) -> list[Any]:
     """fn over items on the executor `where` names (a worker count: local processes, 1 = this
     process), with a progress bar; on_result(result) runs in this process as each one finishes.
+    counts: how many episodes each item is (the bar counts episodes; default one each).
     Results come back in completion order. On Ctrl-C or a failure, the results finished so far
     are attached to the exception as `.partial`."""
     cfg = where if isinstance(where, ExecutorConfig) else ExecutorConfig(workers=where)
     done: list[Any] = []
     ex = make_executor(cfg, len(items))  # before the bar: a cluster that cannot be reached fails here
-    bar = tqdm(total=len(items), desc=desc, unit="ep", dynamic_ncols=True)
+    counts = counts or [1] * len(items)
+    bar = tqdm(total=sum(counts), desc=desc, unit="ep", dynamic_ncols=True)
     try:
         with ex:
             for i, item in enumerate(items):
                 ex.submit(Task(i, fn, item))
-            for _, result in ex.results():
+            for i, result in ex.results():
                 done.append(result)
                 if on_result is not None:
                     on_result(result)
-                bar.update(1)
+                bar.update(counts[i])
                 if postfix:
                     bar.set_postfix(postfix(done))
     except BaseException as exc:

@@ -38,7 +38,7 @@ from agents.experts import EXPERTS, check_expert, make_expert
 from agents.driving.policy import DrivingPolicy
 from agents.driving.executor import ExecutorConfig, storage_path
 from agents.carracing import perturb as perturbations
-from agents.driving.rollout import parallel_map, run_episode
+from agents.driving.rollout import parallel_map, run_episode, run_episodes
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
@@ -137,6 +137,9 @@ class MixedDriver:
 
     def reset(self) -> None:
         self.policy.reset()
+        self.reset_mix()
+
+    def reset_mix(self) -> None:
         self.expert.reset()
         self.expert_steps = self._hold = self._t = 0
 
@@ -156,13 +159,51 @@ class MixedDriver:
         return False
 
     def select_action(self, obs: Any) -> Any:
+        return self.choose(obs, self.policy.select_action(obs))
+
+    def choose(self, obs: Any, action: Any) -> Any:
+        """The action executed on this frame: the expert's label or the policy's `action`."""
         self.label = self.expert.select_action(obs)
-        action = self.policy.select_action(obs)
         gated = self._gate()
         if gated or self.rng.random() < self.beta:
             self.expert_steps += 1
             return self.label
         return action
+
+
+class BatchMixedDriver:
+    """Several rollouts' MixedDrivers stepped together: one batched forward of their shared policy a step
+    (agents.driving.rollout.run_episodes), each rollout's expert, gate and draws its own. `observers` wraps each
+    rollout's observer so that a rollout that has ended draws and labels no more while the others go on."""
+
+    def __init__(self, policy: DrivingPolicy, mixes: list[MixedDriver]) -> None:
+        self.policy, self.mixes = policy, mixes
+        self.ended = [False] * len(mixes)
+
+    def reset_batch(self, seeds: list[int]) -> None:
+        self.policy.reset_batch(seeds)
+        for mix in self.mixes:
+            mix.reset_mix()
+        self.ended = [False] * len(self.mixes)
+
+    def select_actions(self, frames: np.ndarray) -> list[Any]:
+        actions = self.policy.select_actions(frames)
+        return [a if ended else mix.choose(f, a) for mix, f, a, ended in zip(self.mixes, frames, actions, self.ended)]
+
+    def observers(self, inner: list[Any]) -> list[Any]:
+        return [_EndsMix(self, i, obs) for i, obs in enumerate(inner)]
+
+
+class _EndsMix:
+    def __init__(self, batch: BatchMixedDriver, i: int, inner: Any) -> None:
+        self.batch, self.i, self.inner = batch, i, inner
+
+    def before_step(self, env: Any, obs: Any, action: Any) -> None:
+        self.inner.before_step(env, obs, action)
+
+    def after_step(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
+        self.inner.after_step(obs, reward, terminated, truncated, info)
+        self.batch.ended[self.i] = terminated or truncated
 
 
 def more_rounds(cfg: DaggerConfig, rounds: list[dict[str, Any]], done: int, episodes: list[dict[str, Any]]) -> bool:
@@ -267,26 +308,46 @@ def rollout_returns(r: dict[str, Any]) -> str:
 
 
 def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, off_road_steps: int, takeover: float, spec: str | None,
-            seed: int) -> dict[str, Any]:
-    """One policy-driven, expert-labelled episode written into `out`; its manifest entry. On an odd
-    seed the policy drives under the perturbation `spec` (None: never)."""
+            seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Policy-driven, expert-labelled episodes written into `out`, one per seed; their manifest entries. On an odd seed the
+    policy drives under the perturbation `spec` (None: never), one episode at a time as its frames arrive; the others are
+    stepped together, one batched forward a step (each episode the one it would be alone)."""
     torch.set_num_threads(1)
-    policy: Any = DrivingPolicy.from_run(run, "best")
+    policy = DrivingPolicy.from_run(run, "best")
     continuous = policy.continuous
-    spec = spec if seed % 2 else None
-    if spec is not None:
-        policy = perturbations.PerturbedPolicy(policy, perturbations.parse(spec), continuous, seed=seed)
-    env = make_env(continuous, max_steps)
+    envs = [make_env(continuous, max_steps) for _ in seeds]
     if off_road_steps:
-        env = OffRoadLimit(env, off_road_steps)
+        envs = [OffRoadLimit(env, off_road_steps) for env in envs]
     try:
-        driver = MixedDriver(policy, make_expert(expert_name, env), beta, seed, takeover, env)
-        rec = Recorder(label=lambda: driver.label, expert=driver.expert, saw=lambda: getattr(policy, "saw", True))
-        result = run_episode(env, driver, seed, observer=rec)
-        return save_recording(out, rec.episode(seed, continuous), result, {"beta": beta, "expert_share": driver.expert_steps / max(result.length, 1),
-                                                                                  "perturb": spec})
+        perturbed = [(env, seed) for env, seed in zip(envs, seeds) if spec is not None and seed % 2]
+        together = [(env, seed) for env, seed in zip(envs, seeds) if not (spec is not None and seed % 2)]
+        out_entries: list[dict[str, Any]] = []
+        for env, seed in perturbed:
+            driving = perturbations.PerturbedPolicy(policy, perturbations.parse(spec), continuous, seed=seed)  # type: ignore[arg-type]
+            driver = MixedDriver(driving, make_expert(expert_name, env), beta, seed, takeover, env)
+            rec = Recorder(label=lambda d=driver: d.label, expert=driver.expert, saw=lambda p=driving: getattr(p, "saw", True))
+            result = run_episode(env, driver, seed, observer=rec)
+            out_entries.append(save_recording(out, rec.episode(seed, continuous), result, {"beta": beta, "expert_share": driver.expert_steps / max(result.length, 1),
+                                                                                           "perturb": spec}))
+        if together:
+            mixes = [MixedDriver(policy, make_expert(expert_name, env), beta, seed, takeover, env) for env, seed in together]
+            batch = BatchMixedDriver(policy, mixes)
+            recs = [Recorder(label=lambda d=mix: d.label, expert=mix.expert, saw=lambda: True) for mix in mixes]
+            results = run_episodes([env for env, _ in together], batch, [seed for _, seed in together], observers=batch.observers(recs))
+            for (env, seed), mix, rec, result in zip(together, mixes, recs, results):
+                out_entries.append(save_recording(out, rec.episode(seed, continuous), result, {"beta": beta, "expert_share": mix.expert_steps / max(result.length, 1),
+                                                                                               "perturb": None}))
+        return sorted(out_entries, key=lambda e: e["seed"])
     finally:
-        env.close()
+        for env in envs:
+            env.close()
+
+
+def rollout_batches(seeds: list[int], spec: str | None, batch: int) -> list[tuple[int, ...]]:
+    """The rollouts' tasks: a perturbed one alone (spec, odd seeds), the others `batch` at a time."""
+    alone = [(s,) for s in seeds if spec is not None and s % 2]
+    together = [s for s in seeds if not (spec is not None and s % 2)]
+    return [tuple(together[i:i + batch]) for i in range(0, len(together), batch)] + alone
 
 
 def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
@@ -332,13 +393,15 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
             write_json(state_path, state)
         todo = [s for s in seeds if s not in set(demos.seeds())]
         if todo:
+            tasks = rollout_batches(todo, spec, EvaluateConfig.batch)
             parallel_map(
                 partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps, cfg.takeover, spec),
-                todo,
+                tasks,
                 ExecutorConfig(cfg.workers, cfg.ray, shared=(str(run),)),
                 desc=f"DAgger round {r} rollouts (beta {beta:.2f})",
-                on_result=demos.add,
-                postfix=lambda done: {"mean return": f"{np.mean([e['return'] for e in done]):.1f}"},
+                on_result=lambda entries: [demos.add(e) for e in entries],
+                postfix=lambda done: {"mean return": f"{np.mean([e['return'] for entries in done for e in entries]):.1f}"},
+                counts=[len(t) for t in tasks],
             )
         done = [e for e in demos.episodes if e["seed"] in set(seeds)]
         returns = [e["return"] for e in done]

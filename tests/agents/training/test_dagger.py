@@ -380,3 +380,52 @@ def test_a_checks_summary_names_its_worst_episode_and_least_tiles():
     from agents.training.dagger import check_worst
     assert check_worst({"returns": [915.0, 711.4], "tiles": [1.0, 0.811]}) == "worst 711.4, least tiles 81%"
     assert check_worst({"returns": [915.0, 864.7]}) == "worst 864.7"  # a check kept before tiles were: its returns alone
+
+
+def test_rollouts_stepped_together_are_each_the_rollout_it_would_be_alone(tiny_demos, tmp_path):
+    """A round's clean rollouts go several to a task, one batched forward a step; each is recorded exactly as alone (its
+    frames, labels, state rows, return and the share the expert drove), and a perturbed one is driven alone."""
+    from datasets.demos import episode_filename, read_episode
+
+    run = tmp_path / "run"
+    train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
+    together, alone = tmp_path / "together", tmp_path / "alone"
+    together.mkdir(), alone.mkdir()
+    args = (str(run), "track", 0.5)
+    seeds = (4, 6, 8)  # even: clean even with a perturbation given
+    batched = dagger_module.rollout(*args, str(together), 60, 30, 5.0, "jitter=3", seeds)
+    single = [dagger_module.rollout(*args, str(alone), 60, 30, 5.0, "jitter=3", (s,))[0] for s in seeds]
+    assert [e["seed"] for e in batched] == list(seeds)
+    for b, s in zip(batched, single):
+        assert {k: v for k, v in b.items() if k != "sha256"} == {k: v for k, v in s.items() if k != "sha256"}
+        x, y = (read_episode(d / episode_filename(b["seed"])) for d in (together, alone))
+        for name in ("frames", "actions", "state", "rewards"):
+            assert np.array_equal(getattr(x, name), getattr(y, name), equal_nan=name == "state"), name
+    assert dagger_module.rollout_batches([1, 2, 3, 4, 5, 6, 7], "jitter=3", 2) == [(2, 4), (6,), (1,), (3,), (5,), (7,)]
+    assert dagger_module.rollout_batches([1, 2, 3], None, 5) == [(1, 2, 3)]
+
+
+def test_a_rollout_that_has_ended_in_a_batch_labels_and_draws_no_more():
+    class _Batch:
+        def reset_batch(self, seeds):
+            pass
+
+        def select_actions(self, frames):
+            return [1] * len(frames)
+
+    class _Quiet:
+        def before_step(self, *a):
+            pass
+
+        def after_step(self, *a):
+            pass
+
+    experts = [_Fixed(3), _Fixed(3)]
+    batch = dagger_module.BatchMixedDriver(_Batch(), [MixedDriver(None, e, beta=0.999, seed=i) for i, e in enumerate(experts)])
+    batch.reset_batch([0, 1])
+    observers = batch.observers([_Quiet(), _Quiet()])
+    assert batch.select_actions(np.zeros((2, 1))) == [3, 3]
+    observers[0].after_step(None, 0.0, True, False, {})  # episode 0 ends; episode 1 goes on
+    observers[1].after_step(None, 0.0, False, False, {})
+    assert batch.select_actions(np.zeros((2, 1)))[1] == 3
+    assert (experts[0].seen, experts[1].seen) == (1, 2) and [m.expert_steps for m in batch.mixes] == [1, 2]
