@@ -21,7 +21,7 @@ import numpy as np
 from agents.carracing import scenarios
 from agents.carracing.perturb import CLEAN, level_panel, parse_level
 from agents.driving.rollout import lost_to_skip
-from agents.training.recipe import UDACITY_FIELDS
+from agents.training.recipe import BY_HEAD, UDACITY_FIELDS
 from datasets.demos import seed_ranges
 from nac.checkpoint import write_json
 from nac.config import ConfigError
@@ -331,7 +331,9 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
                   "not in the aggregates below):", ""] + [f"- {k}: {m}" for k, m in sorted(diverged.items())] + [""]
     if study.get("recipes"):  # every field, as trained (studies from before they were stored have only the overrides above)
         used = (lambda k: k in UDACITY_FIELDS) if cfg.get("task") == "udacity" else (lambda k: True)  # PilotNet runs: no DAgger, no windows
-        lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={'by head' if val is None else val}" for k, val in r.items() if used(k)) for v, r in study["recipes"].items()] + [""]
+        shown = lambda k, val: used(k) and (val is not None or k in BY_HEAD)  # noqa: E731  # a None cap (minutes) is no cap: not shown
+        lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={'by head' if val is None else val}" for k, val in r.items() if shown(k, val))
+                                                for v, r in study["recipes"].items()] + [""]
     lines += scenario_table(result)
     key = offline_key(cfg)
     offline_name = "validation MSE" if key == "val_loss" else "offline accuracy"

@@ -113,6 +113,7 @@ class Recipe(ConfigDict):
 RECIPE_FIELDS = [f.name for f in fields(Recipe)]
 TRAIN_FIELDS = [name for name in RECIPE_FIELDS if name in TrainConfig.__dataclass_fields__]  # the behaviour cloning's
 DAGGER_NAMES = {"dagger_off_road": "off_road_steps"}  # dagger_X is DaggerConfig's X, but for this one
+BY_HEAD = ("dagger_beta", "stride_jitter", "regular_share")  # fields whose None is resolved for the head and action space
 UDACITY_FIELDS = {"epochs", "minutes", "lr", "ema", "batch_size", "val_fraction", "net", "noise"}  # the fields a PilotNet run has
 # (no DAgger, no windows; net.speed_output=true: a learned speed)
 
