@@ -311,7 +311,8 @@ def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, o
             seeds: tuple[int, ...]) -> list[dict[str, Any]]:
     """Policy-driven, expert-labelled episodes written into `out`, one per seed; their manifest entries. On an odd seed the
     policy drives under the perturbation `spec` (None: never), one episode at a time as its frames arrive; the others are
-    stepped together, one batched forward a step (each episode the one it would be alone)."""
+    stepped together, one batched forward a step (each episode the one it would be alone, up to the float rounding of a
+    batched forward)."""
     torch.set_num_threads(1)
     policy = DrivingPolicy.from_run(run, "best")
     continuous = policy.continuous
