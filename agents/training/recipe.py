@@ -9,6 +9,10 @@ named presets every job starts from. A newcomer reads this module to learn what 
 - `quickstart-discrete`: the quick start with 5 discrete actions: the network learns the front-wheel angle the
   planning expert aims at and its target speed (docs/studies/discrete-heads/).
 
+The shipped CarRacing policies (agents/pretrained/README.md) are `full` for their head: `nac` as it is (training seed 3),
+`lstm`, `gru`, `cfc`, `mha`, `mha-rope` with dagger_perturb=none (trained before the perturbed rollouts were the default),
+`nac-mix` with dagger_perturb=none, and `nac-mix-notime` with dagger_perturb=none and net.use_time=false.
+
 A job's recipe is a preset plus overrides: `nacdrive quickstart --lr 1e-4`, a study's `--variant NAME:KEY=VALUE`
 (and `preset=NAME`). What depends on the head (DAgger's beta, the windows' frame gaps) is resolved where the run is
 trained, from the head and the action space (agents.training.dagger.recipe_beta, agents.training.bc.frame_gaps),
