@@ -34,25 +34,6 @@ positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
 
 
-def float_above(minimum: float, inclusive: bool) -> Callable[[str], float]:
-    """argparse type: a number > minimum (>= with inclusive), with a message saying so."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = None
-        if value is None or not (value >= minimum if inclusive else value > minimum):  # NaN compares false: refused
-            raise argparse.ArgumentTypeError(f"expected a number {'>=' if inclusive else '>'} {minimum:g}, got {text!r}")
-        return value
-
-    return parse
-
-
-positive_float = float_above(0.0, inclusive=False)
-non_negative_float = float_above(0.0, inclusive=True)
-
-
 def key_value(text: str) -> tuple[str, Any]:
     """--nac topk=8 -> ("topk", 8); values are read as JSON when they parse, else as text."""
     key, sep, value = text.partition("=")
@@ -98,16 +79,3 @@ def add_ray_flag(p: argparse.ArgumentParser, what: str) -> None:
         help=f"run {what} as Ray tasks: on the cluster at ADDRESS (e.g. auto, ray://head:10001), or without ADDRESS on a "
         "new local Ray instance; needs pip install 'nac-drive[cluster]' (default: local processes, see --workers)",
     )
-
-
-def add_gap_flags(p: argparse.ArgumentParser) -> None:
-    """--stride-jitter and --regular-share: the frame gaps of the training windows (train, quickstart);
-    None when not given: the recipe's for the head and the action space (agents.training.bc.frame_gaps)."""
-    p.add_argument("--stride-jitter", type=positive_int, default=None, metavar="J",
-                   help="draw each gap between a window's frames from 1..J steps (true timestamps kept), so that timed heads "
-                   "learn the irregular timing of dropped or jittered frames (default 3 for heads given the frames' times "
-                   "(nac*, cfc, ltc, ctrnn) with continuous actions, else 1: regular)")
-    p.add_argument("--regular-share", type=float, default=None, metavar="P",
-                   help="with --stride-jitter > 1: this share of windows keeps regular gaps (default 0.5 where the jitter is 3 "
-                   "by default, else 0). '--stride-jitter 3 --regular-share 0.5' made every NAC run of the full recipe finish "
-                   "its laps and hold with dropped or irregular frames (docs/studies/robustness-gap-mix/README.md, 'Robustness')")

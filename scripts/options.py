@@ -81,8 +81,8 @@ class KeyValues(argparse.Action):
         setattr(namespace, self.dest, {**(getattr(namespace, self.dest) or {}), key: item})
 
 
-def _argument(name: str, hint: Any, default: Any, doc: str, unset: bool, choices: Any) -> tuple[list[str], dict[str, Any]]:
-    """argparse's add_argument(*flags, **kwargs) for one field. unset: the flag's absence leaves the field to its
+def _argument(name: str, hint: Any, default: Any, doc: str, unset: bool, choices: Any) -> dict[str, Any]:
+    """argparse's add_argument(**kwargs) for one field. unset: the flag's absence leaves the field to its
     config (the value is None on the namespace), for settings whose default depends on others."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     optional = origin in (typing.Union, types.UnionType) and type(None) in args
@@ -98,7 +98,7 @@ def _argument(name: str, hint: Any, default: Any, doc: str, unset: bool, choices
             kw["action"] = argparse.BooleanOptionalAction
         else:
             kw["action"] = "store_true"
-        return [flag(name)], kw
+        return kw
     one = name[:-1] if origin is list and name.endswith("s") else name  # a list's items: heads -> HEAD
     if choices is not None:  # a field's metadata names its choices (a sequence, or a function returning one)
         kw.update(choices=list(choices() if callable(choices) else choices), type=args[0] if origin is list else hint)
@@ -119,16 +119,17 @@ def _argument(name: str, hint: Any, default: Any, doc: str, unset: bool, choices
         kw.update(type=hint, metavar={int: "N", float: "X", str: name.upper()}[hint])
     else:
         raise TypeError(f"{name}: no command-line form for {hint!r}")
-    return [flag(name)], kw
+    return kw
 
 
 def add_fields(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, skip: Iterable[str] = (),
-               unset: Iterable[str] = (), only: Iterable[str] | None = None, positional: Iterable[str] = ()) -> list[str]:
+               unset: Iterable[str] | bool = (), only: Iterable[str] | None = None, positional: Iterable[str] = ()) -> list[str]:
     """A flag per field of the dataclass cls (skipping `skip`; only `only` if given), in their order; `unset`
-    fields are None unless given (their config resolves them); `positional` ones are positional arguments.
-    Returns the fields added, for field_values."""
+    fields (True: all) are None unless given (their config resolves them); `positional` ones are positional
+    arguments. Returns the fields added, for field_values."""
     hints, docs = typing.get_type_hints(cls), field_help(cls)
-    skip, unset, positional = set(skip), set(unset), set(positional)
+    skip, positional = set(skip), set(positional)
+    unset = {f.name for f in dataclasses.fields(cls)} if unset is True else set(unset or ())
     wanted = None if only is None else list(only)
     added = []
     for f in dataclasses.fields(cls):
@@ -136,9 +137,11 @@ def add_fields(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, 
             continue
         if f.name not in docs:
             raise TypeError(f"{cls.__name__}.{f.name} has no comment to be its --help")
-        flags, kw = _argument(f.name, hints[f.name], _default(f), docs[f.name], f.name in unset, f.metadata.get("choices"))
+        flags = [flag(f.name)]
         if "negated" in f.metadata:  # a field on by default, turned off by a flag of its own name (continuous: --discrete)
             flags, kw = [flag(f.metadata["negated"])], {"action": "store_false", "help": f.metadata["negated_help"]}
+        else:
+            kw = _argument(f.name, hints[f.name], _default(f), docs[f.name], f.name in unset, f.metadata.get("choices"))
         if f.name in positional:
             kw.pop("required", None)
             kw.setdefault("metavar", f.name.upper())

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     names = add_fields(p, QuickstartConfig, skip=("recipe", "scenarios"), unset=GIVEN_ONLY)
     add_scenario_flag(p, "the held-out seeds as well (one leaderboard each in the report, beside the clean one)", repeat=True)
     g = p.add_argument_group("recipe (a flag not given keeps the preset's value; the defaults shown are the full recipe's)")
-    recipe = add_fields(g, Recipe, unset=[f for f in Recipe.__dataclass_fields__])
+    recipe = add_fields(g, Recipe, unset=True)
     p.set_defaults(func=run, fields=names, recipe_fields=recipe)
 
 

@@ -12,8 +12,9 @@ from nac.pilotnet import PilotNetConfig
 from scripts.options import add_fields, field_values
 
 NET_CONFIGS = {"carracing": DrivingNetConfig, "udacity": PilotNetConfig}  # the network each task trains
-# TrainConfig's own fields; val_episodes is drawn at start and saved in the run, not given
-TRAIN_FIELDS = ("val_episodes", "net")
+# TrainConfig's fields the command does not offer: val_episodes is drawn at start and saved in the run; net gathers the
+# network options below
+NOT_FLAGS = ("val_episodes", "net")
 # network options the command line offers: DrivingNetConfig's (TrainConfig sets its head, window and stride, the demonstrations
 # its action space) and PilotNet's own; a flag not given leaves the network's default
 NET_SKIP = ("head", "action_space", "window", "frame_stride", "frame_size")
@@ -34,11 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Multi-GPU: torchrun --nproc_per_node N -m scripts.cli train ..."
         ),
     )
-    names = add_fields(p, TrainConfig, skip=TRAIN_FIELDS)
+    names = add_fields(p, TrainConfig, skip=NOT_FLAGS)
     net = p.add_argument_group("network options (a flag not given keeps the network's default; carracing: DrivingNetConfig, "
                                "udacity: PilotNetConfig)")
-    net_names = add_fields(net, DrivingNetConfig, skip=NET_SKIP, unset=[f.name for f in fields(DrivingNetConfig)])
-    net_names += add_fields(net, PilotNetConfig, only=PILOTNET_ONLY, unset=PILOTNET_ONLY)
+    net_names = add_fields(net, DrivingNetConfig, skip=NET_SKIP, unset=True)
+    net_names += add_fields(net, PilotNetConfig, only=PILOTNET_ONLY, unset=True)
     p.add_argument("--resume", action="store_true", help="continue the interrupted (or finished, with a larger budget) run in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run, fields=names, net_fields=net_names)

@@ -320,34 +320,40 @@ def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, o
     if off_road_steps:
         envs = [OffRoadLimit(env, off_road_steps) for env in envs]
     try:
-        perturbed = [(env, seed) for env, seed in zip(envs, seeds) if spec is not None and seed % 2]
-        together = [(env, seed) for env, seed in zip(envs, seeds) if not (spec is not None and seed % 2)]
+        def save(seed: int, rec: Recorder, result: Any, driver: MixedDriver, perturb: str | None) -> dict[str, Any]:
+            return save_recording(out, rec.episode(seed, continuous), result, {"beta": beta, "expert_share": driver.expert_steps / max(result.length, 1),
+                                                                               "perturb": perturb})
+
         out_entries: list[dict[str, Any]] = []
-        for env, seed in perturbed:
+        together = [(env, seed) for env, seed in zip(envs, seeds) if not drives_perturbed(spec, seed)]
+        for env, seed in zip(envs, seeds):
+            if not drives_perturbed(spec, seed):
+                continue
             driving = perturbations.PerturbedPolicy(policy, perturbations.parse(spec), continuous, seed=seed)  # type: ignore[arg-type]
             driver = MixedDriver(driving, make_expert(expert_name, env), beta, seed, takeover, env)
             rec = Recorder(label=lambda d=driver: d.label, expert=driver.expert, saw=lambda p=driving: getattr(p, "saw", True))
-            result = run_episode(env, driver, seed, observer=rec)
-            out_entries.append(save_recording(out, rec.episode(seed, continuous), result, {"beta": beta, "expert_share": driver.expert_steps / max(result.length, 1),
-                                                                                           "perturb": spec}))
+            out_entries.append(save(seed, rec, run_episode(env, driver, seed, observer=rec), driver, spec))
         if together:
             mixes = [MixedDriver(policy, make_expert(expert_name, env), beta, seed, takeover, env) for env, seed in together]
             batch = BatchMixedDriver(policy, mixes)
             recs = [Recorder(label=lambda d=mix: d.label, expert=mix.expert, saw=lambda: True) for mix in mixes]
             results = run_episodes([env for env, _ in together], batch, [seed for _, seed in together], observers=batch.observers(recs))
-            for (env, seed), mix, rec, result in zip(together, mixes, recs, results):
-                out_entries.append(save_recording(out, rec.episode(seed, continuous), result, {"beta": beta, "expert_share": mix.expert_steps / max(result.length, 1),
-                                                                                               "perturb": None}))
+            out_entries += [save(seed, rec, result, mix, None) for (_, seed), mix, rec, result in zip(together, mixes, recs, results)]
         return sorted(out_entries, key=lambda e: e["seed"])
     finally:
         for env in envs:
             env.close()
 
 
+def drives_perturbed(spec: str | None, seed: int) -> bool:
+    """Whether the rollout on this seed is driven under the perturbation spec: the odd seeds, when there is one."""
+    return spec is not None and seed % 2 == 1
+
+
 def rollout_batches(seeds: list[int], spec: str | None, batch: int) -> list[tuple[int, ...]]:
-    """The rollouts' tasks: a perturbed one alone (spec, odd seeds), the others `batch` at a time."""
-    alone = [(s,) for s in seeds if spec is not None and s % 2]
-    together = [s for s in seeds if not (spec is not None and s % 2)]
+    """The rollouts' tasks: a perturbed one alone, the others `batch` at a time."""
+    alone = [(s,) for s in seeds if drives_perturbed(spec, s)]
+    together = [s for s in seeds if not drives_perturbed(spec, s)]
     return [tuple(together[i:i + batch]) for i in range(0, len(together), batch)] + alone
 
 
