@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agents.carracing.scenarios import CLEAN, check_scenario
+from agents.training.udacity import TURN_SLOWDOWN
 from nac.config import need
 
 
@@ -14,9 +15,9 @@ class BridgeConfig:
     host: str = "127.0.0.1"  # the address to listen on: the simulator connects to 127.0.0.1; other addresses only on purpose
     port: int = 4567  # the port, where the simulator connects
     speed: float | None = None  # target speed in mph (the simulator's top speed is about 30; default: the speed the run
-    # predicts for each frame if it was trained with --speed-output, else 15, lowered in sharp turns)
+    # predicts for each frame if it was trained with --speed-output, else 20, lowered in sharp turns)
     max_steer: float = 1.0  # steering commands are clipped to [-max_steer, max_steer]
-    turn_slowdown: float = 0.5  # with a fixed speed: the target drops by this share at full steering lock, in proportion
+    turn_slowdown: float = TURN_SLOWDOWN  # with a fixed speed: the target drops by this share at full steering lock, in proportion
     # below it (0: the same speed in bends)
     record: str | None = None  # record frames and driving_log.csv (the simulator's format) into this new folder
     status_every: float = 1.0  # seconds between status lines (0: none)

@@ -35,6 +35,7 @@ import numpy as np
 import socketio
 
 from nac.config import ConfigError
+from agents.training.udacity import DRIVE_SPEED, TURN_SLOWDOWN
 from sim_bridge.config import BridgeConfig
 from sim_bridge import patches
 from sim_bridge.standin import STATS_EVENT
@@ -117,10 +118,10 @@ class SpeedController:
     above 15 mph. turn_slowdown: at full steering lock the target drops by this share.
     """
 
-    target: float = 15.0
+    target: float = DRIVE_SPEED
     kp: float = 0.1
     ki: float = 0.05
-    turn_slowdown: float = 0.5
+    turn_slowdown: float = TURN_SLOWDOWN
     integral_limit: float = 6.0  # mph-seconds
     integral: float = 0.0
 
@@ -160,8 +161,6 @@ class DriveRecorder:
     def close(self) -> None:
         self._csv.close()
 
-
-DEFAULT_SPEED = 15.0  # mph, the target for a run that does not predict its speed
 
 
 @dataclass
@@ -222,7 +221,7 @@ class DriveBridge:
         self.training_seeds = list(training_seeds or [])  # tracks the model was trained on (stand-in recordings)
         # the controller follows the speed the policy predicts for each frame, or a fixed target
         self.learned_speed = cfg.speed is None and bool(getattr(policy, "predicts_speed", False))
-        self.target_speed = cfg.speed or DEFAULT_SPEED
+        self.target_speed = cfg.speed or DRIVE_SPEED
         self.sio.on("connect", self._connect)
         self.sio.on(STATS_EVENT, self._stats)
         self.sio.on("disconnect", self._disconnect)
@@ -249,7 +248,7 @@ class DriveBridge:
         drive = self.drives.get(sid)
         if drive is None:  # an event that raced its connect
             if self.learned_speed:  # the prediction already slows for bends: no further cut by the steering
-                controller = SpeedController(target=DEFAULT_SPEED, turn_slowdown=0.0)
+                controller = SpeedController(target=DRIVE_SPEED, turn_slowdown=0.0)
             else:
                 controller = SpeedController(target=self.target_speed, turn_slowdown=self.cfg.turn_slowdown)
             drive = self.drives[sid] = _Drive(copy.deepcopy(self.policy), controller)

@@ -63,7 +63,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def serve(path: str, port: str, speed: str, turn_slowdown: str = "0.5") -> None:
+def serve(path: str, port: str, speed: str, turn_slowdown: str) -> None:
     """A bridge for one run, as `nacdrive drive RUN --port P --speed S --turn-slowdown T` serves it (silently)."""
     from sim_bridge.config import BridgeConfig
     from sim_bridge.server import serve_run

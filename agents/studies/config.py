@@ -14,6 +14,7 @@ from agents.driving.executor import storage_path
 from agents.training.recipe import UDACITY_FIELDS, Recipe
 from agents.training.bc import net_config
 from agents.training.dagger import FIRST_SEED
+from agents.training.udacity import TURN_SLOWDOWN
 from nac.config import ConfigError, need
 from nac.heads import HEADS
 from nac.pilotnet import DENSE
@@ -49,8 +50,8 @@ class StudyConfig:
     workers: int = 0  # local processes, each one training run or episode at a time; 0: up to 2
     ray: str | None = None  # Ray cluster address, or "local"; None: local processes
     speed: float | None = None  # udacity: the bridge's target speed in mph (drive --speed; default: the speed a run predicts,
-    # net.speed_output=true, else 15)
-    turn_slowdown: float = 0.5  # udacity, with speed: the target drops by this share at full steering lock (drive --turn-slowdown)
+    # net.speed_output=true, else 20)
+    turn_slowdown: float = TURN_SLOWDOWN  # udacity, with speed: the target drops by this share at full steering lock (drive --turn-slowdown)
 
     def __post_init__(self) -> None:
         self.out = storage_path(self.out, self.ray)

@@ -23,6 +23,7 @@ from sim_bridge.bench import free_port
 from sim_bridge.carracing_sim import recorded_seeds
 from sim_bridge.config import BridgeConfig
 from sim_bridge.server import BadTelemetry, DriveRecorder, SpeedController, parse_telemetry
+from agents.training.udacity import DRIVE_SPEED
 from sim_bridge.standin import UnityLikeClient, telemetry_fields
 
 ROOT = Path(__file__).parents[2]
@@ -157,9 +158,9 @@ def test_two_simulators_at_once_each_drive_with_their_own_state(tmp_path):
         for _ in range(20):  # A is held still far below the target: its controller's integral winds up
             name, reply_a = a.exchange(telemetry_fields(FRAME, 0.0, 0.0, 0.0))
             assert name == "steer"
-        name, reply_b = b.exchange(telemetry_fields(FRAME, 0.0, 0.0, 15.0))  # B, at the target speed, for the first time
+        name, reply_b = b.exchange(telemetry_fields(FRAME, 0.0, 0.0, DRIVE_SPEED))  # B, at the target speed, for the first time
         steer_b = float(reply_b["steering_angle"])
-        fresh = SpeedController(target=15.0).update(15.0, steer_b, 0.05)
+        fresh = SpeedController().update(DRIVE_SPEED, steer_b, 0.05)
         assert float(reply_b["throttle"]) == pytest.approx(fresh, abs=1e-4)  # B's controller is its own, fresh
         name, safe_a = a.exchange([1, 2])  # a safe reply holds A's own last steering, not B's
         assert float(safe_a["steering_angle"]) == pytest.approx(float(reply_a["steering_angle"]), abs=1e-4)
