@@ -11,6 +11,7 @@ time, so an epoch never meets a broken file.
 from __future__ import annotations
 
 import csv
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -161,6 +162,19 @@ def split_by_session(rec: Recording, val_fraction: float = 0.2, seed: int = 0, b
     val = sorted(i for k in keys[:n_val] for i in groups[k])
     train = sorted(i for k in keys[n_val:] for i in groups[k])
     return train, val
+
+
+SEEDS_FILE = "sim_seeds.json"  # beside a stand-in recording's driving_log.csv: the tracks it drove, never evaluation tracks
+
+
+def recorded_seeds(folders: Sequence[str | Path]) -> list[int]:
+    """The tracks the stand-in recorded into these folders (their sim_seeds.json); none for the real simulator's."""
+    seeds: set[int] = set()
+    for f in folders:
+        p = Path(f) / SEEDS_FILE
+        if p.is_file():
+            seeds.update(int(s) for s in json.loads(p.read_text()).get("seeds", []))
+    return sorted(seeds)
 
 
 # ---------------------------------------------------------------------- PilotNet preprocessing

@@ -10,7 +10,6 @@ train PilotNet on it (`train --task udacity`), drive `sim` through `drive`.
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,12 +24,12 @@ from agents.carracing.env import FAST_ID, car_state
 from agents.experts.track import TrackFollowingExpert
 from agents.driving.rollout import SOLVED, run_episode, shares, summarize
 from agents.carracing.scenarios import CLEAN
+from datasets.udacity import SEEDS_FILE
 from nac.checkpoint import write_json
 from nac.config import ConfigError
 from sim_bridge.config import SimConfig
 from sim_bridge.standin import STATS_EVENT, UnityLikeClient, telemetry_fields
 
-SEEDS_FILE = "sim_seeds.json"  # beside driving_log.csv: the tracks a recording drove, so they are never evaluation tracks
 MPH_PER_UNIT = 0.3  # CarRacing speed (Box2D units/s, top about 100) shown like the simulator's mph (top 30)
 STEER_DEG = 25.0  # telemetry reports the wheel angle in degrees, as the simulator does
 
@@ -93,16 +92,6 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
     env.close()
     write_json(out / SEEDS_FILE, {"seeds": list(range(cfg.seed, cfg.seed + cfg.episodes))})
     return {"rows": rows, "folder": str(out)}
-
-
-def recorded_seeds(folders: list[str]) -> list[int]:
-    """The tracks the stand-in recorded into these folders (their sim_seeds.json), for refusals."""
-    seeds: set[int] = set()
-    for f in folders:
-        p = Path(f) / SEEDS_FILE
-        if p.is_file():
-            seeds.update(int(s) for s in json.loads(p.read_text()).get("seeds", []))
-    return sorted(seeds)
 
 
 def connect(cfg: SimConfig) -> UnityLikeClient:

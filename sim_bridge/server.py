@@ -357,8 +357,7 @@ def serve_run(run: str, cfg: BridgeConfig, weights: str = "best", out: Any = sys
     bridge processes): the model on one thread, the tracks its recordings drove as training seeds."""
     import torch
 
-    from agents.training.udacity import SteeringPolicy, training_data
-    from sim_bridge.carracing_sim import recorded_seeds
+    from agents.training.udacity import SteeringPolicy, training_tracks
 
     torch.set_num_threads(1)  # one core for the model: the simulator (or sim) needs the other
-    DriveBridge(SteeringPolicy.from_run(run, weights), cfg, out=out, training_seeds=recorded_seeds(training_data(run))).serve()
+    DriveBridge(SteeringPolicy.from_run(run, weights), cfg, out=out, training_seeds=training_tracks(run)).serve()

@@ -24,10 +24,11 @@ from agents.driving.rollout import EpisodeResult
 from agents.studies.config import StudyConfig
 from agents.training.recipe import Recipe
 from agents.studies.study import StudyKind, episode_record, quiet_bars, train_resumable
-from agents.training.udacity import training_data
+from agents.training.udacity import training_tracks
+from datasets.udacity import recorded_seeds
 from nac.config import ConfigError
 from sim_bridge.bench import free_port
-from sim_bridge.carracing_sim import drive_autonomous, record_training, recorded_seeds
+from sim_bridge.carracing_sim import drive_autonomous, record_training
 from sim_bridge.config import SimConfig
 
 BRIDGE_START_S = 120.0  # a bridge process imports torch and loads its run before it listens; under load that takes a while
@@ -128,5 +129,5 @@ def episodes(jobs: list[tuple[str, float | None, int, int, float]]) -> list[dict
 UDACITY = StudyKind(
     record=record, train=train_run, episodes=episodes,
     episode_job=lambda cfg, path, level, seeds: [(path, cfg.speed, cfg.max_steps, seed, cfg.turn_slowdown) for seed in seeds],
-    training_seeds=lambda path: recorded_seeds(training_data(path)), batch=1,  # a bridge per episode: nothing to share
+    training_seeds=training_tracks, batch=1,  # a bridge per episode: nothing to share
 )

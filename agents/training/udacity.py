@@ -24,7 +24,7 @@ from agents.driving.policy import resolve_device
 from agents.training.distributed import init_distributed
 from agents.training.loop import TrainConfig, fit, prepare_run
 from datasets.demos import DataError
-from datasets.udacity import UdacityDataset, preprocess, read_logs, split_by_session
+from datasets.udacity import UdacityDataset, preprocess, read_logs, recorded_seeds, split_by_session
 from nac.checkpoint import load_checkpoint
 from nac.pilotnet import SPEED_MAX, PilotNet, PilotNetConfig
 
@@ -52,7 +52,8 @@ class UdacityTask:
         self.extra = {
             "train": asdict(cfg),
             "data": {"rows": len(rec.samples), "train_rows": len(train_idx), "val_rows": len(val_idx),
-                     "sessions": len(rec.sessions()), "skipped_rows": len(rec.skipped)},
+                     "sessions": len(rec.sessions()), "skipped_rows": len(rec.skipped),
+                     "tracks": recorded_seeds(cfg.data)},  # kept with the run, which may travel without its recordings
         }
 
     def batches_per_epoch(self) -> int:
@@ -101,12 +102,16 @@ def train_udacity(cfg: TrainConfig, resume: bool = False, quiet: bool = False, r
     return fit(UdacityTask(cfg, quiet), cfg, dist_info, device, resume, quiet, restart_best)
 
 
-def training_data(run: str | Path) -> list[str]:
-    """The recording folders a PilotNet run was trained on (its config.json)."""
+def training_tracks(run: str | Path) -> list[int]:
+    """The stand-in tracks a PilotNet run was trained on, never to be its evaluation tracks: as its config.json
+    keeps them, or (a run trained before it kept them) as its recordings, if they are still where they were."""
     p = Path(run) / "config.json"
     if not p.is_file():
         return []
-    return list(json.loads(p.read_text()).get("train", {}).get("data", []))
+    config = json.loads(p.read_text())
+    if "tracks" in config.get("data", {}):
+        return [int(s) for s in config["data"]["tracks"]]
+    return recorded_seeds(config.get("train", {}).get("data", []))
 
 
 class SteeringPolicy:

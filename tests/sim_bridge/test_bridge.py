@@ -3,6 +3,7 @@ standard python-socketio client."""
 
 import dataclasses
 import json
+import shutil
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from nac import ConfigError
 from nac.pilotnet import PilotNet, PilotNetConfig
 from sim_bridge import patches
 from sim_bridge.bench import free_port
-from sim_bridge.carracing_sim import recorded_seeds
+from datasets.udacity import recorded_seeds
 from sim_bridge.config import BridgeConfig
 from sim_bridge.server import BadTelemetry, DriveRecorder, SpeedController, parse_telemetry
 from agents.training.udacity import DRIVE_SPEED
@@ -227,6 +228,8 @@ def test_the_stand_in_simulator_closes_the_loop(tmp_path):
                         "--epochs", "1", "--batch-size", "16", "--quiet", "--d-model", "20", "--num-heads", "4"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
+    assert json.loads((run / "config.json").read_text())["data"]["tracks"] == [20000, 20001]
+    shutil.rmtree(rec)  # a run travels without its recordings (as a shipped one does): it keeps its tracks itself
     port = free_port()
     drive = subprocess.Popen([sys.executable, "-m", "scripts.cli", "drive", str(run), "--port", str(port)],
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
