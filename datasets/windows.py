@@ -2,12 +2,12 @@
 splits by episode (frames of one episode never on both sides).
 
 Episodes are decoded once into one contiguous uint8 array, so an epoch is index arithmetic
-and a gather, not decoding: 50k frames of 96x96x3 take 1.4 GB of RAM.
+and a gather, not decoding: 50k frames of 96x96x3 take 1.4 GB of RAM, and nothing else holds them.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -19,22 +19,43 @@ from datasets.demos import DataError, Episode
 class FrameStore:
     """All frames, actions and timestamps of some episodes, concatenated."""
 
-    def __init__(self, episodes: Sequence[Episode]) -> None:
-        if not episodes:
+    def __init__(self, episodes: Iterable[Episode], lengths: Sequence[int] | None = None) -> None:
+        """episodes: a sequence, or an iterable read one at a time (a generator reading files) with their
+        `lengths` given beforehand: each one's frames are copied into the one array as it comes and then
+        dropped, so that at most one episode's frames are held twice (50 episodes of frames are 1.4 GB)."""
+        if lengths is None:
+            episodes = list(episodes)
+            lengths = [len(e) for e in episodes]
+        if not len(lengths):
             raise DataError("no episodes to train on")
-        self.seeds = [e.seed for e in episodes]
-        self.lengths = np.array([len(e) for e in episodes])
+        self.lengths = np.array(lengths)
         self.starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]])  # first row of each episode
-        self.frames = np.concatenate([e.frames for e in episodes])  # (N, H, W, 3) uint8
-        self.actions = np.concatenate([e.actions for e in episodes])  # (N,) or (N, 3)
-        self.timestamps = np.concatenate([e.timestamps for e in episodes])  # (N,) seconds in episode
+        frames: np.ndarray | None = None
+        seeds, actions, timestamps, states = [], [], [], []
+        for i, e in enumerate(episodes):
+            if len(e) != self.lengths[i]:
+                raise DataError(f"episode {e.seed} has {len(e)} steps where its manifest says {self.lengths[i]}: rewrite the manifest "
+                                "('nacdrive data check')")
+            if frames is None:
+                frames = np.empty((int(self.lengths.sum()), *e.frames.shape[1:]), dtype=e.frames.dtype)
+            frames[self.starts[i] : self.starts[i] + len(e)] = e.frames
+            seeds.append(e.seed)
+            actions.append(e.actions)
+            timestamps.append(e.timestamps)
+            states.append(e.state)
+        if len(seeds) != len(self.lengths):
+            raise DataError(f"{len(seeds)} episodes came where {len(self.lengths)} were announced")
+        self.seeds = seeds
+        self.frames = frames  # (N, H, W, 3) uint8
+        self.actions = np.concatenate(actions)  # (N,) or (N, 3)
+        self.timestamps = np.concatenate(timestamps)  # (N,) seconds in episode
         # (N, S) privileged state; its columns are only ever appended to, so an episode recorded before a column
         # existed has fewer: NaN there
-        width = max(e.state.shape[1] for e in episodes)
+        width = max(st.shape[1] for st in states)
         self.state = np.concatenate([
-            np.pad(e.state.astype(np.float32), ((0, 0), (0, width - e.state.shape[1])), constant_values=np.nan) for e in episodes
+            np.pad(st.astype(np.float32), ((0, 0), (0, width - st.shape[1])), constant_values=np.nan) for st in states
         ])
-        self.episode_of = np.repeat(np.arange(len(episodes)), self.lengths)  # (N,)
+        self.episode_of = np.repeat(np.arange(len(seeds)), self.lengths)  # (N,)
 
     def __len__(self) -> int:
         return len(self.frames)

@@ -8,7 +8,7 @@ frames, not 64). The loop itself (devices, budget, checkpoints, resume) is agent
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from agents.driving.policy import DrivingPolicy, resolve_device
 from agents.driving.rollout import run_episode
 from agents.training.distributed import init_distributed
 from agents.training.loop import TrainConfig, fit, prepare_run
-from datasets.demos import DataError, DemoSet, Episode
+from datasets.demos import DataError, DemoSet, Episode, read_actions, read_episode
 from nac.checkpoint import write_json
 from datasets.windows import FrameStore, FrameWindows, arrival_back, jittered_back, kfold_by_episode, split_by_episode
 from nac.driving import DrivingNet, DrivingNetConfig
@@ -69,12 +69,12 @@ def action_classes(actions: np.ndarray) -> np.ndarray:
     return cls
 
 
-@dataclass
 class Demos:
-    """Every episode of the given folders, keyed "folder:seed"."""
+    """Every episode of the given folders, keyed "folder:seed": where each one is and how long, read from the
+    manifests; the frames are read once, by `store`, straight into the one array a training split keeps."""
 
     action_space: str
-    episodes: dict[str, Episode]
+    files: dict[str, tuple[Path, int]]  # key -> (episode file, steps)
 
     @classmethod
     def load(cls, folders: list[str], quiet: bool = False) -> "Demos":
@@ -82,16 +82,24 @@ class Demos:
         spaces = {s.manifest.get("action_space") for s in sets}
         if len(spaces) != 1:
             raise DataError(f"the demonstration folders mix action spaces ({', '.join(sorted(map(str, spaces)))}); train on one")
-        episodes: dict[str, Episode] = {}
+        files: dict[str, tuple[Path, int]] = {}
         for s in sets:
             if not s.episodes:
                 raise DataError(f"{s.dir} holds no episodes yet; record some with 'nacdrive collect'")
-            for ep in tqdm(s.load(), desc=f"loading {s.dir.name}", unit="ep", leave=False, disable=quiet):
-                episodes[f"{s.dir.name}:{ep.seed}"] = ep
-        return cls(spaces.pop(), episodes)
+            for e in s.episodes:
+                path = s.dir / e["file"]
+                files[f"{s.dir.name}:{e['seed']}"] = (path, int(e["length"]) if "length" in e else len(read_actions(path)))
+        return cls(spaces.pop(), files, quiet)
+
+    def __init__(self, action_space: str, files: dict[str, tuple[Path, int]], quiet: bool = True) -> None:
+        self.action_space, self.files, self.quiet = action_space, files, quiet
+
+    def episode(self, key: str) -> Episode:
+        return read_episode(self.files[key][0])
 
     def store(self, keys: list[str]) -> FrameStore:
-        return FrameStore([self.episodes[k] for k in keys])
+        read = (self.episode(k) for k in tqdm(keys, desc="loading episodes", unit="ep", leave=False, disable=self.quiet))
+        return FrameStore(read, [self.files[k][1] for k in keys])
 
 
 class Batches:
@@ -331,10 +339,10 @@ def resolve_config(cfg: TrainConfig, demos: Demos, fold_split: tuple[list[str], 
     frame gaps left to the recipe (None) as it gives them for the head and the action space."""
     cfg = replace(cfg, **frame_gaps(cfg.head, demos.action_space == "continuous", cfg.stride_jitter, cfg.regular_share))
     if cfg.val_episodes is None:
-        keys = sorted(demos.episodes)
+        keys = sorted(demos.files)
         val = fold_split[1] if fold_split else split_by_episode(keys, cfg.val_fraction, cfg.seed)[1]
         cfg = TrainConfig.from_dict({**asdict(cfg), "val_episodes": list(val)})
-    missing = [k for k in cfg.val_episodes or [] if k not in demos.episodes]
+    missing = [k for k in cfg.val_episodes or [] if k not in demos.files]
     if missing:
         raise DataError(f"validation episodes {missing[:3]} are not in the data folders {cfg.data}")
     return cfg
@@ -350,7 +358,7 @@ def train_carracing(cfg: TrainConfig, resume: bool = False, quiet: bool = False,
 
 def _train_folds(cfg: TrainConfig, resume: bool, quiet: bool) -> dict[str, Any]:
     demos = Demos.load(cfg.data, quiet)
-    splits = kfold_by_episode(sorted(demos.episodes), cfg.folds, cfg.seed)
+    splits = kfold_by_episode(sorted(demos.files), cfg.folds, cfg.seed)
     run = Path(cfg.out)
     run.mkdir(parents=True, exist_ok=True)
     results = []
@@ -393,7 +401,7 @@ class CarRacingTask:
     def __init__(self, cfg: TrainConfig, demos: Demos, resume: bool) -> None:
         net_cfg = net_config(cfg, demos.action_space)
         val_keys = list(cfg.val_episodes or [])
-        train_keys = sorted(k for k in demos.episodes if k not in set(val_keys))
+        train_keys = sorted(k for k in demos.files if k not in set(val_keys))
         if not train_keys or not val_keys:
             raise DataError("training needs episodes on both sides of the split: record more episodes")
         self.train_windows = FrameWindows(demos.store(train_keys), net_cfg.window, net_cfg.frame_stride)
@@ -493,7 +501,7 @@ def closed_loop_return(net: DrivingNet, seeds: list[int], max_steps: int) -> flo
 
 
 def _data_summary(demos: Demos, train_keys: list[str], val_keys: list[str]) -> dict[str, Any]:
-    frames = {k: len(e) for k, e in demos.episodes.items()}
+    frames = {k: n for k, (_, n) in demos.files.items()}
     return {
         "action_space": demos.action_space,
         "train_episodes": len(train_keys),

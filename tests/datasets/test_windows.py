@@ -30,6 +30,19 @@ def test_windows_end_at_the_labelled_frame_and_never_cross_episodes():
     assert np.allclose(ds[3]["timestamps"].numpy(), np.array([0, 0, 1, 3]) / 50.0)
 
 
+def test_a_store_read_one_episode_at_a_time_is_the_store_of_the_list():
+    eps = [_episode(0, 10), _episode(1, 12)]
+    eps[1].state[:, 0] = 7.0
+    whole, streamed = FrameStore(eps), FrameStore(iter(eps), [10, 12])
+    for name in ("frames", "actions", "timestamps", "state", "starts", "lengths", "episode_of"):
+        assert np.array_equal(getattr(whole, name), getattr(streamed, name)), name
+    assert streamed.seeds == [0, 1] and streamed.frames.dtype == np.uint8
+    with pytest.raises(DataError, match="episode 1 has 12 steps where its manifest says 11"):
+        FrameStore(iter(eps), [10, 11])
+    with pytest.raises(DataError, match="1 episodes came where 2 were announced"):
+        FrameStore(iter(eps[:1]), [10, 12])
+
+
 def test_a_window_longer_than_an_episode_is_refused():
     store = FrameStore([_episode(0, 30), _episode(1, 5)])
     with pytest.raises(DataError, match="longer than episode 1 \\(5 steps\\)"):

@@ -216,7 +216,7 @@ def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     m = json.loads((out / "metrics.json").read_text())
     single = len(Batches(FrameWindows(bc.Demos.load([tiny_demos]).store(
-        [k for k in bc.Demos.load([tiny_demos]).episodes if k not in json.loads((out / "config.json").read_text())["train"]["val_episodes"]]), 4), 4, 16, None))
+        [k for k in bc.Demos.load([tiny_demos]).files if k not in json.loads((out / "config.json").read_text())["train"]["val_episodes"]]), 4), 4, 16, None))
     assert m["finished"] and m["steps"] == single // 2  # each process took half of the batches
 
 
@@ -225,7 +225,7 @@ def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, t
 
     cfg = _cfg(tiny_demos, tmp_path / "run", stride_jitter=3, regular_share=0.0, chunk=8, batch_size=8)
     demos = Demos.load(cfg.data)
-    cfg = TrainConfig.from_dict({**cfg.__dict__, "val_episodes": [sorted(demos.episodes)[0]]})
+    cfg = TrainConfig.from_dict({**cfg.__dict__, "val_episodes": [sorted(demos.files)[0]]})
     task = CarRacingTask(cfg, demos, resume=False)
     ts = torch.cat([task.batch(0, b, torch.device("cpu"))["timestamps"] for b in range(task.batches_per_epoch())]).numpy()
     gaps = np.round(np.diff(ts, axis=1) * 50).astype(int)
@@ -242,12 +242,17 @@ def test_arrival_windows_train_the_steps_a_perturbed_policy_decided_on_with_the_
         """(windows whose every gap is 3 steps, windows whose every gap is 1) over an epoch."""
         cfg = _cfg(tiny_demos, tmp_path / "run", stride_jitter=3, regular_share=1.0, arrival_windows=arrival, chunk=8, batch_size=8)
         demos = Demos.load(cfg.data)
-        for key, ep in demos.episodes.items():  # as if a policy had seen every third frame of each (a perturbed rollout)
+        read = demos.episode
+
+        def seen(key: str):  # as if a policy had seen every third frame of each (a perturbed rollout)
+            ep = read(key)
             saw = np.where(np.arange(len(ep)) % 3 == 0, 1.0, 0.0).astype(np.float32)
             state = np.full((len(ep), SAW + 1), np.nan, np.float32)
             state[:, : ep.state.shape[1]], state[:, SAW] = ep.state, saw
-            demos.episodes[key] = dataclasses.replace(ep, state=state)
-        cfg = TrainConfig.from_dict({**cfg.__dict__, "val_episodes": [sorted(demos.episodes)[0]]})
+            return dataclasses.replace(ep, state=state)
+
+        demos.episode = seen
+        cfg = TrainConfig.from_dict({**cfg.__dict__, "val_episodes": [sorted(demos.files)[0]]})
         task = CarRacingTask(cfg, demos, resume=False)
         ts = torch.cat([task.batch(0, b, torch.device("cpu"))["timestamps"] for b in range(task.batches_per_epoch())]).numpy()
         late = np.round(np.diff(ts[ts[:, 0] > 0], axis=1) * 50).astype(int)  # windows not reaching back past the start
@@ -350,7 +355,7 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
         DrivingNetConfig(wheel_target=True, excess_scale=0.0)
     policy = DrivingPolicy.from_run(tmp_path / "run")
     assert policy.actions == "wheel" and describe_run(str(tmp_path / "run"), "best").decoder == "wheel"
-    frames = bc.Demos.load([tiny_demos]).episodes["demos:1"].frames
+    frames = bc.Demos.load([tiny_demos]).episode("demos:1").frames
     wheel = 0.0
     for f in frames[:20]:
         a = policy.select_action(f)
@@ -373,9 +378,9 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
         train(_cfg(tiny_demos_continuous, tmp_path / "cont", net={"wheel_target": True}), quiet=True)
     # demonstrations recorded before the plan (6 state columns) or the speed excess (7) were: a clear error, not NaN targets
     for columns in (6, 7):
-        old = dataclasses.replace(bc.Demos.load([tiny_demos]).episodes["demos:2"], state=store.state[:48, :columns].copy())
+        old = dataclasses.replace(bc.Demos.load([tiny_demos]).episode("demos:2"), state=store.state[:48, :columns].copy())
         with pytest.raises(DataError, match="have none .first in the episode of seed 2.*record them again"):
-            bc.net_targets(net, FrameStore([bc.Demos.load([tiny_demos]).episodes["demos:1"], old]))
+            bc.net_targets(net, FrameStore([bc.Demos.load([tiny_demos]).episode("demos:1"), old]))
 
 
 def test_turn_weight_weights_the_wheel_angle_error_where_the_plan_turns_fast(tiny_demos, tiny_demos_continuous, tmp_path):
@@ -457,7 +462,7 @@ def test_a_wheel_angle_network_can_learn_the_experts_target_speed_and_read_its_o
     outs, readout = [], policy.net.readout
     policy.net.readout = lambda h: outs.append(readout(h)) or outs[-1]  # the network's raw outputs, as the policy got them
     reads = []
-    for f in bc.Demos.load([tiny_demos]).episodes["demos:1"].frames[:40]:
+    for f in bc.Demos.load([tiny_demos]).episode("demos:1").frames[:40]:
         a = policy.select_action(f)
         reads.append(policy.last["speed_read"])
         assert reads[-1] == frame_speed(f)  # the speed the policy drives on is the bar's
