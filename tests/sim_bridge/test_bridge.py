@@ -375,3 +375,27 @@ def test_a_udacity_episode_whose_bridge_dies_is_driven_again(tmp_path, monkeypat
     monkeypatch.setattr(study, "_episode_once", lambda job: (_ for _ in ()).throw(RuntimeError("the bridge exited (1)")))
     with pytest.raises(RuntimeError, match="seed 5: the bridge failed 3 times"):
         study.episode(("run", None, 10, 5))
+
+
+def test_the_shipped_pilotnet_nac_drives_the_stand_in_and_refuses_its_training_tracks():
+    """agents/pretrained/pilotnet-nac, served by `drive` with its defaults, drives a held-out track's first
+    300 steps on the road (a third of its tiles) and refuses the tracks it was trained on."""
+    from sim_bridge.carracing_sim import drive_autonomous
+    from sim_bridge.config import SimConfig
+    from sim_bridge.study import BRIDGE_START_S, _wait_listening
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "drive", "agents/pretrained/pilotnet-nac", "--port", str(port)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        _wait_listening(port, proc, BRIDGE_START_S)
+        r = drive_autonomous(SimConfig(port=port, seed=40_000, episodes=1, max_steps=300))
+        with pytest.raises(ConfigError, match="tracks the bridge's model was trained on"):
+            drive_autonomous(SimConfig(port=port, seed=29, episodes=1, max_steps=5))
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    ep = r["episodes_detail"][0]
+    assert r["unexpected_replies"] == 0 and ep["length"] == 300
+    assert ep["tiles_visited"] > 0.25 and ep["episode_return"] > 200, ep  # a lap takes the expert 700-950 steps
+    assert "target speed 20 mph" in err  # driven at the measured defaults
