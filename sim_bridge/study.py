@@ -74,11 +74,14 @@ def serve(path: str, port: str, speed: str, turn_slowdown: str) -> None:
         serve_run(path, cfg, out=sink)
 
 
-def _wait_listening(port: int, proc: subprocess.Popen, timeout: float) -> None:
+def wait_listening(port: int, proc: subprocess.Popen, timeout: float) -> None:
+    """Wait until the bridge process `proc` listens on `port`; an error with its stderr if it exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the bridge exited ({proc.returncode}): {proc.stderr.read().decode(errors='replace')[-500:]}")
+            err = proc.stderr.read() if proc.stderr else ""
+            err = err.decode(errors="replace") if isinstance(err, bytes) else err  # a text-mode pipe gives str
+            raise RuntimeError(f"the bridge exited ({proc.returncode}): {err[-500:]}")
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return
@@ -108,7 +111,7 @@ def _episode_once(job: tuple[str, float | None, int, int, float]) -> dict[str, A
     proc = subprocess.Popen([sys.executable, "-c", code, path, str(port), str(speed), str(turn_slowdown)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
-        _wait_listening(port, proc, BRIDGE_START_S)
+        wait_listening(port, proc, BRIDGE_START_S)
         r = drive_autonomous(SimConfig(port=port, seed=seed, episodes=1, max_steps=max_steps))
     finally:
         proc.terminate()

@@ -382,13 +382,13 @@ def test_the_shipped_pilotnet_nac_drives_the_stand_in_and_refuses_its_training_t
     300 steps on the road (a third of its tiles) and refuses the tracks it was trained on."""
     from sim_bridge.carracing_sim import drive_autonomous
     from sim_bridge.config import SimConfig
-    from sim_bridge.study import BRIDGE_START_S, _wait_listening
+    from sim_bridge.study import BRIDGE_START_S, wait_listening
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "drive", "agents/pretrained/pilotnet-nac", "--port", str(port)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
-        _wait_listening(port, proc, BRIDGE_START_S)
+        wait_listening(port, proc, BRIDGE_START_S)
         r = drive_autonomous(SimConfig(port=port, seed=40_000, episodes=1, max_steps=300))
         with pytest.raises(ConfigError, match="tracks the bridge's model was trained on"):
             drive_autonomous(SimConfig(port=port, seed=29, episodes=1, max_steps=5))
