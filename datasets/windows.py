@@ -34,8 +34,8 @@ class FrameStore:
         seeds, actions, timestamps, states = [], [], [], []
         for i, e in enumerate(episodes):
             if len(e) != self.lengths[i]:
-                raise DataError(f"episode {e.seed} has {len(e)} steps where its manifest says {self.lengths[i]}: rewrite the manifest "
-                                "('nacdrive data check')")
+                raise DataError(f"episode {e.seed} has {len(e)} steps where its manifest says {self.lengths[i]}: the set "
+                                "does not match its manifest ('nacdrive data check' lists what differs)")
             if frames is None:
                 frames = np.empty((int(self.lengths.sum()), *e.frames.shape[1:]), dtype=e.frames.dtype)
             frames[self.starts[i] : self.starts[i] + len(e)] = e.frames

@@ -162,7 +162,6 @@ class DriveRecorder:
         self._csv.close()
 
 
-
 @dataclass
 class _Drive:
     """What one connected simulator's drive keeps to itself."""
@@ -354,7 +353,7 @@ class DriveBridge:
 
 def serve_run(run: str, cfg: BridgeConfig, weights: str = "best", out: Any = sys.stderr) -> None:
     """Serve the simulator with a trained `--task udacity` run (`nacdrive drive`; the Udacity study's
-    bridge processes): the model on one thread, the tracks its recordings drove as training seeds."""
+    bridge processes): the model on one thread, the tracks it was trained on (training_tracks) refused."""
     import torch
 
     from agents.training.udacity import SteeringPolicy, training_tracks

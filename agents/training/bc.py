@@ -25,7 +25,7 @@ from agents.driving.policy import DrivingPolicy, resolve_device
 from agents.driving.rollout import run_episode
 from agents.training.distributed import init_distributed
 from agents.training.loop import TrainConfig, fit, prepare_run
-from datasets.demos import DataError, DemoSet, Episode, read_actions, read_episode
+from datasets.demos import DataError, DemoSet, Episode, read_episode
 from nac.checkpoint import write_json
 from datasets.windows import FrameStore, FrameWindows, arrival_back, jittered_back, kfold_by_episode, split_by_episode
 from nac.driving import DrivingNet, DrivingNetConfig
@@ -87,8 +87,7 @@ class Demos:
             if not s.episodes:
                 raise DataError(f"{s.dir} holds no episodes yet; record some with 'nacdrive collect'")
             for e in s.episodes:
-                path = s.dir / e["file"]
-                files[f"{s.dir.name}:{e['seed']}"] = (path, int(e["length"]) if "length" in e else len(read_actions(path)))
+                files[f"{s.dir.name}:{e['seed']}"] = (s.dir / e["file"], int(e["length"]))
         return cls(spaces.pop(), files, quiet)
 
     def __init__(self, action_space: str, files: dict[str, tuple[Path, int]], quiet: bool = True) -> None:

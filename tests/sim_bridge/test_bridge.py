@@ -379,7 +379,7 @@ def test_a_udacity_episode_whose_bridge_dies_is_driven_again(tmp_path, monkeypat
 
 def test_the_shipped_pilotnet_nac_drives_the_stand_in_and_refuses_its_training_tracks():
     """agents/pretrained/pilotnet-nac, served by `drive` with its defaults, drives a held-out track's first
-    300 steps on the road (a third of its tiles) and refuses the tracks it was trained on."""
+    300 steps on the road (over a quarter of its tiles) and refuses the tracks it was trained on."""
     from sim_bridge.carracing_sim import drive_autonomous
     from sim_bridge.config import SimConfig
     from sim_bridge.study import BRIDGE_START_S, wait_listening
