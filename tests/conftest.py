@@ -1,8 +1,18 @@
 """Shared fixtures: tiny demonstration sets recorded by the project's own collector."""
 
 import pytest
+from filelock import FileLock
 
 from agents.training.collect import CollectConfig, collect
+
+
+@pytest.fixture
+def ray_alone(tmp_path_factory):
+    """Held while a test starts or stops Ray, so that no other test does meanwhile, in any of
+    pytest-xdist's workers or any other pytest run of this user: `ray stop` stops every Ray process
+    of the machine, and `ray.init()` joins the cluster `ray start` started last."""
+    with FileLock(str(tmp_path_factory.getbasetemp().parent / "ray.lock")):
+        yield
 
 
 def _demos(tmp_path_factory, name: str, continuous: bool) -> str:

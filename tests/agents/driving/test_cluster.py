@@ -54,7 +54,7 @@ def _busy(raylet: int) -> bool:
 
 
 @pytest.fixture
-def cluster(tmp_path):
+def cluster(tmp_path, ray_alone):
     """(address, head temp dir, worker temp dir, start_worker): a head node is up; the worker joins on start_worker(prefix)."""
     port = _port()
     # short folders: a node's sockets live in them, and a Unix socket's path has at most 107 bytes
@@ -80,7 +80,8 @@ def test_a_study_loses_its_worker_node_midway_and_finishes(cluster, tmp_path):
     raylet = _raylet(worker_dir)
     deadline = time.monotonic() + 600
     while not (list(out.glob("runs/base/*/seed0/config.json")) and _busy(raylet)):  # kill the worker node while it runs a task, training begun
-        assert proc.poll() is None and time.monotonic() < deadline, "the worker node never ran a task"
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"the worker node never ran a task: {proc.communicate()[1][-2000:] if proc.poll() is not None else 'timed out'}")
         time.sleep(0.2)
     study = out / "study.json"
     before = json.loads(study.read_text()) if study.is_file() else {"runs": {}, "episodes": []}

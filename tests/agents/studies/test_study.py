@@ -215,7 +215,7 @@ def test_a_study_killed_midway_continues_without_redoing(tmp_path):
     assert {k: (out / "runs" / k / "best.safetensors").stat().st_mtime_ns for k in done} == kept
 
 
-def test_the_ray_path_gives_the_same_study(process_study, tmp_path):
+def test_the_ray_path_gives_the_same_study(process_study, tmp_path, ray_alone):
     import ray  # in the test extra
 
     out, data = process_study
