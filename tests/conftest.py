@@ -1,4 +1,8 @@
-"""Shared fixtures: tiny demonstration sets recorded by the project's own collector."""
+"""Shared fixtures: tiny demonstration sets recorded by the project's own collector; a lock for the
+tests that start or stop Ray."""
+
+import tempfile
+from pathlib import Path
 
 import pytest
 from filelock import FileLock
@@ -7,11 +11,11 @@ from agents.training.collect import CollectConfig, collect
 
 
 @pytest.fixture
-def ray_alone(tmp_path_factory):
-    """Held while a test starts or stops Ray, so that no other test does meanwhile, in any of
-    pytest-xdist's workers or any other pytest run of this user: `ray stop` stops every Ray process
-    of the machine, and `ray.init()` joins the cluster `ray start` started last."""
-    with FileLock(str(tmp_path_factory.getbasetemp().parent / "ray.lock")):
+def ray_alone():
+    """Held while a test starts or stops Ray, so that no other test of this machine does meanwhile
+    (pytest-xdist's other workers, another pytest run): `ray stop` stops every Ray process of the
+    machine, and `ray.init()` joins the cluster `ray start` started last."""
+    with FileLock(str(Path(tempfile.gettempdir()) / "nacdrive-tests-ray.lock")):
         yield
 
 
