@@ -96,7 +96,7 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
 
 def connect(cfg: SimConfig) -> UnityLikeClient:
     try:
-        return UnityLikeClient(cfg.host, cfg.port)
+        return UnityLikeClient(cfg.host, cfg.port, connect_timeout=cfg.wait)
     except OSError as exc:  # the simulator's client waits for the server; after its timeout, say what to start
         raise ConfigError(f"no bridge answers at {cfg.host}:{cfg.port} ({exc}); start one with 'nacdrive drive RUN' first, "
                           "or give its --host / --port") from None

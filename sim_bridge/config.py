@@ -44,9 +44,12 @@ class SimConfig:
     # host:port (a trained policy driving, as in DAgger, Ross et al. 2011) instead of the expert's action; the label stays the
     # expert's, so the recording shows what to do in the places the policy drives itself into
     scenario: str = CLEAN  # what the camera shows (agents.carracing.scenarios; a generalization test of a PilotNet run)
+    wait: float = 10.0  # seconds to keep trying to reach the bridge before giving up, as the simulator's client does when
+    # it starts before the server
 
     def __post_init__(self) -> None:
         check_scenario(self.scenario)
+        need(self.wait > 0, f"wait must be > 0 seconds (got {self.wait})")
         need(0 < self.port < 65536, f"port must be 1..65535 (got {self.port})")
         need(self.episodes >= 1 and self.max_steps >= 1, "episodes and max-steps must be >= 1")
         need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
