@@ -345,7 +345,7 @@ def test_recording_with_a_policy_share_lets_the_bridge_drive_and_keeps_the_exper
     with pytest.raises(ConfigError, match="not both"):
         SimConfig(record=str(tmp_path / "x"), noise=0.1, policy_share=0.5)
     with pytest.raises(ConfigError, match="no bridge answers"):
-        record_training(SimConfig(record=str(tmp_path / "x"), port=free_port(), policy_share=0.5))
+        record_training(SimConfig(record=str(tmp_path / "x"), port=free_port(), policy_share=0.5, wait=0.5))
     port, proc = _serve(tmp_path, "--record", str(tmp_path / "commands"))
     try:
         record_training(SimConfig(record=str(tmp_path / "dagger"), port=port, episodes=1, max_steps=60, seed=7, policy_share=1.0))
