@@ -9,6 +9,8 @@ from agents.carracing.scenarios import CLEAN, check_scenario
 from agents.training.udacity import TURN_SLOWDOWN
 from nac.config import need
 
+CONNECT_WAIT = 10.0  # seconds the simulator's client keeps trying to reach a server that is not up yet
+
 
 @dataclass
 class BridgeConfig:
@@ -44,8 +46,8 @@ class SimConfig:
     # host:port (a trained policy driving, as in DAgger, Ross et al. 2011) instead of the expert's action; the label stays the
     # expert's, so the recording shows what to do in the places the policy drives itself into
     scenario: str = CLEAN  # what the camera shows (agents.carracing.scenarios; a generalization test of a PilotNet run)
-    wait: float = 10.0  # seconds to keep trying to reach the bridge before giving up, as the simulator's client does when
-    # it starts before the server
+    wait: float = CONNECT_WAIT  # seconds to keep trying to reach the bridge before giving up, as the simulator's client
+    # does when it starts before the server
 
     def __post_init__(self) -> None:
         check_scenario(self.scenario)

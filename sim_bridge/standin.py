@@ -17,6 +17,8 @@ import cv2
 import numpy as np
 import websocket  # websocket-client: a plain WebSocket, no Socket.IO layer of its own
 
+from sim_bridge.config import CONNECT_WAIT
+
 
 STATS_EVENT = "nacdrive_stats"  # the stand-in asks the bridge for its figures (the real simulator never sends it)
 
@@ -41,7 +43,7 @@ def telemetry_fields(rgb: np.ndarray, steering_deg: float, throttle: float, spee
 class UnityLikeClient:
     """A client that behaves as the simulator's: connect, then telemetry -> one reply, repeat."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 4567, timeout: float = 10.0, connect_timeout: float = 10.0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 4567, timeout: float = 10.0, connect_timeout: float = CONNECT_WAIT) -> None:
         url = f"ws://{host}:{port}/socket.io/?EIO=4&transport=websocket"
         deadline = time.monotonic() + connect_timeout
         while True:  # the simulator retries every few seconds until the server is there
