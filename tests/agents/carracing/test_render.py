@@ -5,7 +5,7 @@ import pytest
 
 from agents.carracing.env import make_env
 from agents.experts import make_expert
-from agents.carracing.render import FRAME, STRIP_ROWS, DirectRenderer
+from agents.carracing.render import FRAME, STRIP_ROWS, DirectRenderer, draw_strip, strip_parts
 from nac.config import ConfigError
 
 
@@ -66,3 +66,22 @@ def test_a_finer_scale_is_closer():
             for k, r in renderers.items():
                 errors[k].append(np.abs(r.frame(u)[:84].astype(int) - obs[:84].astype(int)).mean())
     assert np.mean(errors[6]) < np.mean(errors[3])
+
+
+def test_the_strip_put_together_from_its_parts_is_the_strip_drawn_whole():
+    """Each instrument part is scaled alone and kept; side by side they must be the strip drawn whole, bit for bit,
+    and where two parts reach the same frame columns (a wide spin) the strip is drawn whole."""
+    env = make_env(True, pixels=False).unwrapped
+    env.reset(seed=3)
+    expert = make_expert("track", env)
+    expert.reset()
+    renderer = DirectRenderer()
+    for t in range(240):  # the expert, then full lock: bars of every length, the score changing
+        env.step(expert.select_action(None) if t < 160 else np.array([1.0, 0.6, 0.0], np.float32))
+        strip = renderer.frame(env)[FRAME - STRIP_ROWS:]
+        np.testing.assert_array_equal(strip, draw_strip([key for key, _, _ in strip_parts(env)]))
+    env.car.hull.angularVelocity = 30.0  # the gyro bar now reaches back across the ABS bars
+    spans = sorted((first, last) for _, first, last in strip_parts(env))
+    assert any(a[1] >= b[0] for a, b in zip(spans, spans[1:]))
+    strip = renderer.frame(env)[FRAME - STRIP_ROWS:]
+    np.testing.assert_array_equal(strip, draw_strip([key for key, _, _ in strip_parts(env)]))
