@@ -97,7 +97,7 @@ def aggregates(scores: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -
     rly, metrics = _rly()
 
     def both(s: np.ndarray) -> np.ndarray:
-        return np.array([metrics.aggregate_iqm(s), metrics.aggregate_mean(s)])
+        return np.array([iqm(s), metrics.aggregate_mean(s)])
 
     cis: dict[str, np.ndarray] = {}
     for g, s in scores.items():  # each group from the same seed: its interval does not depend on the others in the study
@@ -107,11 +107,11 @@ def aggregates(scores: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -
                 cis[g] = rly.get_interval_estimates({g: s}, both, reps=reps, random_state=np.random.RandomState(seed), task_bootstrap=True)[1][g]
     out = {}
     for g, s in scores.items():
-        iqm, mean = both(s)
+        centre, mean = both(s)
         ci = cis.get(g)
         out[g] = {
             "runs": int(s.shape[0]), "episodes": int(s.shape[1]),
-            "iqm": float(iqm), "iqm_ci": None if ci is None else [float(ci[0, 0]), float(ci[1, 0])],
+            "iqm": float(centre), "iqm_ci": None if ci is None else [float(ci[0, 0]), float(ci[1, 0])],
             "mean": float(mean), "mean_ci": None if ci is None else [float(ci[0, 1]), float(ci[1, 1])],
             "run_means": [float(x) for x in s.mean(axis=1)],
             "worst_run_mean": float(s.mean(axis=1).min()),
@@ -121,16 +121,44 @@ def aggregates(scores: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -
     return out
 
 
+def iqm(scores: np.ndarray) -> float:
+    """rliable's metrics.aggregate_iqm (scipy's trim_mean of a quarter each side, over every score), to
+    the bit: the same partition and mean, without scipy's argument handling, which cost ten times
+    the statistic in each of a bootstrap's 2000 resamples."""
+    a = scores.ravel()
+    low = int(0.25 * a.size)
+    return float(np.mean(np.partition(a, (low, a.size - low - 1))[low:a.size - low]))
+
+
+def score_shares(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
+    """rliable's score distribution (the share of scores above each tau), every tau at once: rliable's
+    np.vectorize calls np.mean once per tau in each resample."""
+    return (scores[..., None] > taus).mean(axis=(0, 1))
+
+
+def improvement(x: np.ndarray, y: np.ndarray) -> float:
+    """rliable's metrics.probability_of_improvement, to the bit: per task (column), the Mann-Whitney
+    U of X's runs over Y's divided by the pairs (each pair X > Y counts 1, a tie a half; 0.5 where the
+    two columns are equal), averaged over tasks. Computed over every task at once: rliable calls
+    scipy's mannwhitneyu per task, and within a bootstrap of 500 resamples that was 98 % of a report's time."""
+    pairs = x[:, None, :] - y[None, :, :]  # (runs x, runs y, tasks)
+    p = ((pairs > 0).sum(axis=(0, 1)) + 0.5 * (pairs == 0).sum(axis=(0, 1))) / (x.shape[0] * y.shape[0])
+    if x.shape[0] == y.shape[0]:
+        p[(x == y).all(axis=0)] = 0.5
+    return float(np.mean(p))
+
+
 def probability_of_improvement(x: np.ndarray, y: np.ndarray, reps: int = 500, seed: int = 0) -> dict[str, Any]:
     """P(X > Y) (rliable: the Mann-Whitney statistic per episode seed, averaged) with its 95 %
-    stratified bootstrap interval. x, y: (runs, episodes) on the same episode seeds."""
-    rly, metrics = _rly()
-    point = float(metrics.probability_of_improvement(x, y))
+    stratified bootstrap interval (rliable's, with `improvement` as the metric). x, y: (runs, episodes)
+    on the same episode seeds."""
+    rly, _ = _rly()
+    point = improvement(x, y)
     if min(x.shape[0], y.shape[0]) < 2:
         return {"p": point, "ci": None}
     with warnings.catch_warnings(), _seeded(seed):
         warnings.simplefilter("ignore", FutureWarning)
-        _, ci = rly.get_interval_estimates({"x,y": (x, y)}, metrics.probability_of_improvement, reps=reps, random_state=np.random.RandomState(seed))
+        _, ci = rly.get_interval_estimates({"x,y": (x, y)}, improvement, reps=reps, random_state=np.random.RandomState(seed))
     lo, hi = np.asarray(ci["x,y"]).ravel()
     return {"p": point, "ci": [float(lo), float(hi)]}
 
@@ -140,7 +168,7 @@ def performance_profiles(scores: dict[str, np.ndarray], taus: np.ndarray, reps: 
     rly, _ = _rly()
     with warnings.catch_warnings(), _seeded(seed):
         warnings.simplefilter("ignore", FutureWarning)
-        prof, cis = rly.create_performance_profile(scores, taus, reps=reps)
+        prof, cis = rly.create_performance_profile(scores, taus, custom_profile_func=score_shares, reps=reps)
     return {g: {"share": [float(v) for v in prof[g]], "ci": cis[g].tolist() if scores[g].shape[0] > 1 else None} for g in scores}
 
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from agents.studies.report import aggregates, build, laps_lost_by_track, probability_of_improvement, score_matrices
+from agents.studies.report import aggregates, build, improvement, iqm, laps_lost_by_track, probability_of_improvement, score_matrices, score_shares
 
 
 # ---------------------------------------------------------------------- the statistics
@@ -53,6 +53,31 @@ def test_probability_of_improvement():
     assert better["p"] == pytest.approx(1.0) and better["ci"] == pytest.approx([1.0, 1.0])
     worse = probability_of_improvement(x - 1000, x, reps=100)
     assert worse["p"] == pytest.approx(0.0)
+
+
+def test_improvement_is_rlibles_probability_of_improvement_to_the_bit():
+    from rliable import metrics
+
+    rng = np.random.default_rng(2)
+    for runs_x, runs_y in ((3, 3), (2, 4), (1, 3)):
+        x = rng.integers(0, 6, (runs_x, 40)).astype(float)  # few values: ties everywhere
+        y = rng.integers(0, 6, (runs_y, 40)).astype(float)
+        if runs_x == runs_y:
+            y[:, :5] = x[:, :5]  # some tasks the same in both
+        assert improvement(x, y) == metrics.probability_of_improvement(x, y)
+        x, y = rng.normal(900, 40, (runs_x, 50)), rng.normal(890, 60, (runs_y, 50))
+        assert improvement(x, y) == metrics.probability_of_improvement(x, y)
+
+
+def test_iqm_and_score_shares_are_rliables_to_the_bit():
+    from rliable import library, metrics
+
+    rng = np.random.default_rng(3)
+    taus = np.linspace(0.0, 1000.0, 101)
+    for shape in ((3, 50), (1, 7), (2, 3), (4, 1)):
+        s = rng.normal(700, 250, shape).round(1)
+        assert iqm(s) == metrics.aggregate_iqm(s)
+        assert (score_shares(s, taus) == library.score_distributions(s, taus)).all()
 
 
 def test_score_matrices_use_the_seeds_every_run_has():
