@@ -20,7 +20,6 @@ from nac.config import ConfigDict, ConfigError, need
 from nac.checkpoint import build_loaded, load_checkpoint, save_checkpoint
 
 TASK = "udacity"
-INPUT = (66, 200)  # height, width of the YUV input
 MAP_COLUMNS, MAP_CHANNELS = 18, 64  # the last convolution's output is 64 x 1 x 18
 DENSE = "dense"  # PilotNet's own dense layers instead of a registry head
 SPEED_MAX = 40.0  # mph: a predicted speed lies in (0, SPEED_MAX) (the simulator's top speed is about 30)

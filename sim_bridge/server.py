@@ -42,7 +42,6 @@ from sim_bridge.standin import STATS_EVENT
 
 log = logging.getLogger("nacdrive.bridge")
 FRAME_SHAPE = (160, 320, 3)  # the simulator's centre camera
-MAX_STEER_DEG = 25.0  # telemetry reports the wheel angle in degrees; commands are normalised by this
 
 
 class BadTelemetry(ValueError):

@@ -128,10 +128,6 @@ class DrivingPolicy:
         # One head stream per phase of the frame stride: stream p sees steps p, p + s, p + 2s, ...
         self._streams: list[Any] = [None] * self.cfg.frame_stride
 
-    @property
-    def _decoder(self) -> WheelDecoder:
-        return self._decoders[0]
-
     @torch.inference_mode()
     def select_action(self, frame: np.ndarray, timestamp: float | None = None) -> Any:
         """frame: the camera image as the environment gives it; timestamp: its time in seconds
