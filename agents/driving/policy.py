@@ -192,8 +192,8 @@ class DrivingPolicy:
             excess = float(self.cfg.speed_excess(raw[1].double(), speed))
             decoder = self._decoders[i]
             action = decoder(target, excess)  # the expert's own speed rules, on the excess the network sees
-            self.last = {"action": action, "wheel_target": target, "wheel_aim": decoder.aim, "speed_excess": excess,
-                         "speed_read": speed, "brake": action == 4}
+            self.last = {"action": action, "wheel_target": target, "wheel_aim": decoder.aim, "wheel": decoder.wheel,
+                         "speed_excess": excess, "speed_read": speed, "brake": action == 4}
             return action
         probs = torch.softmax(raw.float(), -1).cpu().numpy().astype(np.float64)
         if self.actions == "sample":

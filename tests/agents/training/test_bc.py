@@ -362,7 +362,7 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
         assert a in (1, 2, 3, 4) and abs(policy.last["wheel_target"]) <= 0.4
         assert policy.last["brake"] == (a == 4) == (policy.last["speed_excess"] > 3.0)
         wheel = float(wheel_after(wheel, a))
-        assert policy._decoder.wheel == wheel  # the policy follows its wheels from its own actions
+        assert policy.last["wheel"] == wheel  # the policy follows its wheels from its own actions
     from agents.figures.saliency import saliency
 
     heat = saliency(policy, frames[19], a)  # Grad-CAM of the wheel angle (two outputs: no logit per action)
