@@ -230,7 +230,7 @@ def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000
     cfg = study["config"]
     variants = list(cfg["variants"])
     levels = list(dict.fromkeys([CLEAN, *cfg["levels"]]))
-    result: dict[str, Any] = {"config": cfg, "reps": reps, "levels": {}, "improvement": {}}
+    result: dict[str, Any] = {"config": cfg, "reps": reps, "cost": cost(study), "levels": {}, "improvement": {}}
     taus = np.linspace(0.0, 1000.0, 101)
     key = offline_key(cfg)
     for level in levels:
@@ -335,6 +335,16 @@ def _training_seeds(study: dict[str, Any]) -> str:
     return seed_ranges(sorted(seeds), sep="..")
 
 
+def cost(study: dict[str, Any]) -> dict[str, Any] | None:
+    """The CPU time the study's tasks recorded (agents.studies.study.cpu_timed), in hours: training and episodes; None when it
+    recorded none."""
+    train = [r["cpu_seconds"] for r in study["runs"].values() if r.get("cpu_seconds") is not None]
+    episodes = [e["cpu_seconds"] for e in study["episodes"] if e.get("cpu_seconds") is not None]
+    if not train and not episodes:
+        return None
+    return {"training_hours": sum(train) / 3600, "runs": len(train), "episode_hours": sum(episodes) / 3600, "episodes": len(episodes)}
+
+
 def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str]) -> str:
     cfg = study["config"]
     n_done = sum(1 for r in study["runs"].values() if r.get("done"))
@@ -353,6 +363,12 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
         f"runs and held-out episodes ({result['reps']} resamples, rliable). Rebuilt from study.json alone by `nacdrive study --report DIR`.",
         "",
     ]
+    spent = result.get("cost")
+    if spent:
+        lines += [f"CPU time recorded: {spent['training_hours'] + spent['episode_hours']:.1f} CPU-hours: training {spent['training_hours']:.1f} "
+                  f"({spent['runs']} runs, behaviour cloning and DAgger), held-out episodes {spent['episode_hours']:.1f} ({spent['episodes']} "
+                  "episodes, the expert's included); a task cut short by a stop is not counted, nor are runs and episodes of studies "
+                  "from before the cost was recorded.", ""]
     diverged = {k: r["diverged"] for k, r in study["runs"].items() if r.get("diverged")}
     if diverged:  # counted as trained, never driven: a head's aggregates above leave them out, and say so here
         lines += [f"Runs that diverged ({len(diverged)}; trained until their loss was no longer finite, not driven, "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shutil
 import time
 from dataclasses import dataclass
@@ -98,6 +99,21 @@ def train_guarded(job: tuple[Callable[[dict[str, Any]], dict[str, Any]], dict[st
         return train_fn(run_job)
     except TrainingDiverged as exc:
         return {"path": run_job["path"], "diverged": str(exc), "wall_seconds": round(time.monotonic() - started, 1)}
+
+
+def cpu_timed(job: tuple[Callable[[Any], Any], Any]) -> tuple[Any, float]:
+    """A task (fn, arg) -> (fn(arg), the CPU seconds its process and the children it waited for spent on it): what each
+    run and episode of a study cost, summed by the report. A task cut short by a stop is not counted."""
+    fn, arg = job
+    before = process_cpu_seconds()
+    result = fn(arg)
+    return result, round(process_cpu_seconds() - before, 2)
+
+
+def process_cpu_seconds() -> float:
+    """User + system CPU time of this process (every thread) and of its children that have ended."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def eval_episodes(job: tuple[str, bool, int, str, tuple[int, ...]]) -> list[dict[str, Any]]:
@@ -199,7 +215,8 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
         for level, s in missing(run):
             todo.setdefault(level, []).append(s)
         chunks = [(level, tuple(seeds[k:k + kind.batch])) for level, seeds in todo.items() for k in range(0, len(seeds), kind.batch)]
-        return [Task(("episodes", run["key"], level, chunk), kind.episodes, kind.episode_job(cfg, path, level, chunk)) for level, chunk in chunks]
+        return [Task(("episodes", run["key"], level, chunk), cpu_timed, (kind.episodes, kind.episode_job(cfg, path, level, chunk)))
+                for level, chunk in chunks]
 
     def train_task(run: dict[str, Any]) -> Task:
         job = {
@@ -207,7 +224,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
             "recipe": study.data["recipes"][run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps, "continuous": cfg.continuous,
             "device": "cuda" if ray_gpus else "cpu",
         }
-        return Task(("train", run["key"]), train_guarded, (kind.train, job), cpus=1, gpus=1 if ray_gpus else 0)
+        return Task(("train", run["key"]), cpu_timed, (train_guarded, (kind.train, job)), cpus=1, gpus=1 if ray_gpus else 0)
 
     ready_eval: list[Task] = []
     ready_train: list[Task] = []
@@ -222,7 +239,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
         else:
             ready_train.append(train_task(run))
     expert_tasks = [  # the expert reads the car's state: it drives each scenario of the levels (clean included), never perturbed
-        Task(("expert", level, s), _expert_episode, (cfg.expert, cfg.continuous, cfg.max_steps, level, s))
+        Task(("expert", level, s), cpu_timed, (_expert_episode, (cfg.expert, cfg.continuous, cfg.max_steps, level, s)))
         for level in expert_levels(cfg) for s in seeds if ("expert", level, s) not in study.keys
     ]
     ready_eval = expert_tasks + ready_eval
@@ -242,12 +259,12 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
         refill()
         progress.show(running)
         while executor.pending():
-            key, result = executor.next_result()
+            key, (result, cpu) = executor.next_result()
             running.pop(key, None)
             what = key[0]
             if what == "train":
                 run = next(r for r in runs if r["key"] == key[1])
-                study.data["runs"][run["key"]] = {**run, **result, "done": True}
+                study.data["runs"][run["key"]] = {**run, **result, "cpu_seconds": cpu, "done": True}
                 progress.trained(result["wall_seconds"])
                 if result.get("diverged"):
                     progress.diverged(f"{run['key']}: {result['diverged']}", len(missing(run)))
@@ -255,13 +272,14 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
                     _check_not_trained_on(cfg, run, kind)
                     ready_eval.extend(episode_tasks(run))
             elif what == "expert":
-                if study.add_episode({"run": "expert", "variant": "-", "head": "expert", "seed": 0, "level": key[1], "episode_seed": key[2], **result}):
+                if study.add_episode({"run": "expert", "variant": "-", "head": "expert", "seed": 0, "level": key[1], "episode_seed": key[2], **result,
+                                      "cpu_seconds": cpu}):
                     progress.driven()
             else:
                 run = study.data["runs"][key[1]]
-                for seed, record in zip(key[3], result):
+                for seed, record in zip(key[3], result):  # the task's CPU time shared by its episodes
                     if study.add_episode({"run": key[1], "variant": run["variant"], "head": run["head"], "seed": run["seed"], "level": key[2],
-                                          "episode_seed": seed, **record}):
+                                          "episode_seed": seed, **record, "cpu_seconds": round(cpu / len(result), 2)}):
                         progress.driven()
             study.save()
             refill()

@@ -66,6 +66,9 @@ def test_a_tiny_study_runs_every_run_and_episode(process_study):
     assert cfg["train"]["shift"] == 2 and cfg["train"]["val_fraction"] == 0.3  # the recipe reaches the training
     assert cfg["train"]["balance"] == "sampler"
     assert json.loads((out / "runs/base/nac/seed1/dagger.json").read_text())["rounds"][0]["seeds"] == [1_001_000]
+    # what each task cost in CPU time, for the report's sum (its episodes share an episode task's)
+    assert all(r["cpu_seconds"] > 0 for r in data["runs"].values()) and all(e["cpu_seconds"] > 0 for e in data["episodes"])
+    assert sum(r["cpu_seconds"] for r in data["runs"].values()) > sum(e["cpu_seconds"] for e in data["episodes"])
 
 
 def test_running_again_redoes_nothing(process_study):
@@ -185,6 +188,8 @@ def test_the_report_is_rebuilt_from_study_json_alone(process_study, tmp_path):
     assert a["levels"] == b["levels"]
     text = (alone / "report/report.md").read_text()
     assert "| nac | 2 x 2 |" in text and "nac > lstm" in text
+    hours = sum(r["cpu_seconds"] for r in json.loads((out / "study.json").read_text())["runs"].values()) / 3600
+    assert "CPU time recorded: " in text and f"training {hours:.1f} (4 runs" in text and a["cost"]["episodes"] == 10
     assert (alone / "report/aggregates.png").stat().st_size > 1000
 
 
