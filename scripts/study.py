@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Everything lands in OUT/study.json as it finishes; run the same command again to continue an interrupted\n"
             "study (finished runs and episodes are never redone; the grid may grow). The report (OUT/report/report.md,\n"
             "report.json, plots) gives per group the IQM and mean with 95 % stratified bootstrap intervals, each run's mean,\n"
-            "performance profiles and P(nac > other), computed with rliable.\n\n"
+            "performance profiles and P(nac > other), computed with rliable, and the CPU-hours its runs and episodes took.\n\n"
             "examples:\n"
             "  nacdrive study --heads nac lstm gru cfc mha --seeds 3 --episodes 50 --out runs/study\n"
             "  nacdrive study --heads nac --seeds 3 --variant base --variant bc:dagger_rounds=0 --out runs/bc-vs-dagger\n"
