@@ -43,5 +43,12 @@ def run(args: argparse.Namespace) -> int:
         )
     if "average" in state:
         print(f"its weights: the mean of rounds {state['average'][0]}..{state['average'][-1]}'s own (each round's in {args.run}/rounds)")
+    if "selected" in state:
+        k = state["selected"]
+        check = state["rounds"][k - 1]["check"] if k else state["bc_check"]
+        others = ([f"behaviour cloning {state['bc_check']['mean_return']:.1f}"] if k else []) + [
+            f"round {r['round']} {r['check']['mean_return']:.1f}" for r in state["rounds"] if r["round"] != k]
+        print(f"its weights: {'round ' + str(k) if k else 'behaviour cloning'}'s own, which drove the check seeds best "
+              f"({check['mean_return']:.1f}" + (f"; {', '.join(others)}" if others else "") + ")")
     print(f"run in {args.run}; evaluate it with 'nacdrive evaluate {args.run}'")
     return 0

@@ -26,7 +26,7 @@ LEGACY_RECIPE: dict[str, Any] = {
 # without them was trained by (a field whose default is not the old behaviour must be named here), or a function of the
 # stored recipe giving it: DAgger's check changed what dagger_until judges, and means nothing without it, so a study that
 # never used until continues under today's default
-ADDED_FIELDS: dict[str, Any] = {"dagger_perturb": "none", "arrival_windows": False, "augment": "none",
+ADDED_FIELDS: dict[str, Any] = {"dagger_perturb": "none", "arrival_windows": False, "augment": "none", "dagger_select": "last",
                                 "dagger_check": lambda recipe: 0 if recipe.get("dagger_until") else DaggerConfig.check}
 
 

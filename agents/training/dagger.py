@@ -54,6 +54,9 @@ TAKEOVER_HOLD = 10  # steps the expert keeps driving after its takeover's cause 
 STALL_SPEED, STALL_AFTER = 5.0, 50  # u/s, steps (the car starts from rest)
 
 
+SELECTS = ("last", "check")  # DaggerConfig.select
+
+
 @dataclass
 class DaggerConfig:
     run: str  # a run folder from 'nacdrive train'
@@ -72,6 +75,10 @@ class DaggerConfig:
     average: int = 1  # > 1: the weights the run leaves (which an evaluation drives) are the mean of its last K rounds' own best
     # weights, from round 2 on (stochastic weight averaging, Izmailov et al. 2018); each round's rollouts and check are driven
     # by its own weights, kept in RUN/rounds/. 1: the last round's own
+    select: str = field(default="last", metadata={"choices": SELECTS})  # the weights the run leaves: last, the last round's own
+    # (or their mean, with average); check, the round's own (behaviour cloning's, round 0, included) that drove the `check`
+    # episodes best, each round's weights checked once after the last round (a later round wins a tie): DAgger's last round
+    # can train weights that drive worse than the round before (docs/studies/generalization, "The runs that lost clean laps")
     minutes: float | None = None  # also stop a round's training after this many minutes
     workers: int = 0  # rollout processes; 0: up to 2
     ray: str | None = None  # run the rollouts as Ray tasks on this cluster address ("local": a new local instance)
@@ -100,6 +107,9 @@ class DaggerConfig:
         need(self.beta is None or 0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
         need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
         need(self.average >= 1, f"average must be >= 1 (rounds; 1: a round's own weights; got {self.average})")
+        need(self.select in SELECTS, f"select must be one of {', '.join(SELECTS)} (got {self.select!r})")
+        need(self.select != "check" or (self.check >= 1 and self.average == 1),
+             f"select check needs check >= 1 episodes and average 1 (got check {self.check}, average {self.average})")
         need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
         need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
         need(self.off_road_steps >= 0, f"off-road steps must be >= 0 (got {self.off_road_steps})")
@@ -271,6 +281,25 @@ def average_rounds(run: Path, rounds: list[int]) -> None:
     tmp.replace(run / "best.safetensors")
 
 
+def select_by_check(cfg: DaggerConfig, run: Path, state: dict[str, Any], last: int) -> None:
+    """best.safetensors := the kept weights of the round 0..last that drove cfg.check episodes best (their mean return; a
+    later round wins a tie). A round checked already (by `until`, or an earlier call) is not driven again; each check is
+    stored as it finishes (round 0's as bc_check), so a stop loses at most one."""
+    state_path = run / "dagger.json"
+    checks = {}
+    for k in range(last + 1):
+        holder = state["rounds"][k - 1] if k else state
+        name = "check" if k else "bc_check"
+        if "tiles" not in holder.get(name, {}):
+            _copy_weights(round_weights(run, k), run / "best.safetensors")  # a check drives the run's best weights
+            holder[name] = check_weights(cfg, run)
+            write_json(state_path, state)
+        checks[k] = holder[name]["mean_return"]
+    state["selected"] = max(checks, key=lambda k: (checks[k], k))
+    _copy_weights(round_weights(run, state["selected"]), run / "best.safetensors")
+    write_json(state_path, state)
+
+
 def check_weights(cfg: DaggerConfig, run: Path) -> dict[str, Any]:
     """The run's best weights driving cfg.check episodes alone (seeds CHECK_SEED..): the evaluation's own episodes, without the
     expert's reference rows."""
@@ -381,9 +410,9 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     r = rounds_done
     if not rounds_done:
         keep_round_weights(run, 0)  # behaviour cloning's weights, before any round
-    elif "average" in state:
-        # best holds the mean this function left: the last round's own weights drive its check and the next rounds, as they did
-        # in a run that went on without a stop (a run without the mean keeps its best as it is, however it was trained since)
+    elif "average" in state or "selected" in state:
+        # best holds the mean or the round this function left: the last round's own weights drive its check and the next rounds,
+        # as they did in a run that went on without a stop (a run without either keeps its best as it is, however it was trained since)
         _copy_weights(round_weights(run, rounds_done), run / "best.safetensors")
     while True:
         if wants_check(cfg, state["rounds"], r, demos.episodes):
@@ -444,6 +473,10 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
             state["rounds"][r - 1]["perturbed_mean_return"] = float(np.mean(perturbed))
         write_json(state_path, state)
         saved = json.loads(config_path.read_text())
+    if cfg.select == "check":
+        select_by_check(cfg, run, state, r)
+    elif state.pop("selected", None) is not None:
+        write_json(state_path, state)
     if cfg.average > 1 and r >= 3:
         state["average"] = list(range(max(2, r - cfg.average + 1), r + 1))
         write_json(state_path, state)  # first: a job stopped before the mean is written restores the round's own weights anyway

@@ -59,6 +59,7 @@ class Recipe(ConfigDict):
     dagger_epochs: int = D.epochs  # training epochs after each round
     dagger_minutes: float | None = D.minutes  # also stop each round's training after this many minutes
     dagger_average: int = D.average  # > 1: the run's weights are the mean of its last K rounds' own, from round 2 on (dagger --average)
+    dagger_select: str = like(D, "select")  # check: the run's weights are the round's own that drove dagger_check episodes best (dagger --select)
     dagger_beta: float | None = D.beta  # round r executes the expert's action with probability beta ** r (default: the
     # recipe's for the head and action space, agents.training.dagger.recipe_beta)
     dagger_off_road: int = D.off_road_steps  # > 0: a rollout ends once the car has been off the road this many steps in a row

@@ -309,6 +309,43 @@ def test_with_average_the_run_leaves_the_mean_of_its_last_rounds_weights_from_ro
         DaggerConfig(run="x", average=0)
 
 
+def test_with_select_check_the_run_leaves_the_rounds_weights_that_drove_the_check_best(tiny_demos, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
+    kept = lambda r: load_file(str(run / "rounds" / f"r{r}.safetensors"))  # noqa: E731
+    best = lambda: load_file(str(run / "best.safetensors"))  # noqa: E731
+    same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)  # noqa: E731
+    means, driven = {0: 5.0, 1: 9.0, 2: 7.0}, []
+
+    def check(cfg, run_path):  # each round's weights as the check would find them: round 1's drive best
+        k = next(k for k in means if (run / "rounds" / f"r{k}.safetensors").is_file() and same(best(), kept(k)))
+        driven.append(k)
+        return {"seeds": [CHECK_SEED], "returns": [means[k]], "tiles": [1.0], "mean_return": means[k], "finished_share": 1.0}
+
+    monkeypatch.setattr(dagger_module, "check_weights", check)
+    cfg = DaggerConfig(run=str(run), rounds=2, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none", select="check", check=1)
+    state = dagger(cfg, quiet=True)
+    assert sorted(driven) == [0, 1, 2] and state["selected"] == 1 and same(best(), kept(1)) and not same(kept(1), kept(2))
+    assert state["bc_check"]["mean_return"] == 5.0 and [r["check"]["mean_return"] for r in state["rounds"]] == [9.0, 7.0]
+    driven.clear()
+    assert dagger(cfg, quiet=True)["selected"] == 1 and driven == [] and same(best(), kept(1))  # again: nothing driven twice
+    # select last: the last round's own weights
+    state = dagger(DaggerConfig(**{**cfg.__dict__, "select": "last"}), quiet=True)
+    assert "selected" not in state and same(best(), kept(2))
+    # a third round, selecting again: its rollouts are driven by round 2's own weights, only its own are checked, and of two
+    # rounds that drove the check as well (1 and 3) the later is left
+    means[3] = 9.0
+    rollouts = []
+    real_rollout = dagger_module.rollout
+    monkeypatch.setattr(dagger_module, "rollout", lambda *a: rollouts.append(same(best(), kept(2))) or real_rollout(*a))
+    state = dagger(DaggerConfig(**{**cfg.__dict__, "rounds": 3}), quiet=True)
+    assert rollouts == [True] and driven == [3] and state["selected"] == 3 and same(best(), kept(3))
+    with pytest.raises(ConfigError, match="select check needs check >= 1 episodes and average 1"):
+        DaggerConfig(run="x", select="check", check=0)
+    with pytest.raises(ConfigError, match="select must be one of last, check"):
+        DaggerConfig(run="x", select="best")
+
+
 def test_with_check_0_an_extra_round_follows_the_rollouts(tiny_demos, tmp_path):
     run = tmp_path / "run"
     train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
