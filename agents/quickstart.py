@@ -20,7 +20,7 @@ from agents.training.loop import TrainConfig
 from agents.training.collect import CollectConfig, collect
 from agents.carracing.env import EPISODE_STEPS
 from agents.carracing.seeds import CHECK_SEED, HELD_OUT_SEED
-from agents.training.dagger import DaggerConfig, check_worst, dagger, rollout_returns
+from agents.training.dagger import DaggerConfig, check_worst, dagger, rollout_returns, selected_weights
 from agents.training.recipe import PRESETS, WHEEL_TARGET, Recipe, preset_recipe
 from agents.evaluation.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from agents.carracing.scenarios import CLEAN, check_scenario
@@ -84,7 +84,7 @@ class QuickstartConfig:
             raise ConfigError(f"the DAgger rounds' {e}") from None
         r = self.trained_by
         first, last = 1000 * self.seed, 1000 * self.seed + self.episodes - 1
-        checks = r.dagger_check if r.dagger_until else 0
+        checks = r.dagger_check if r.dagger_until or r.dagger_select == "check" else 0
         for what, start, count, advice in (("the held-out seeds", self.eval_seed_start, self.eval_episodes, f"a seed below {self.eval_seed_start // 1000}"),
                                            ("the DAgger check's seeds", CHECK_SEED, checks, "another seed")):
             need(last < start or first >= start + count, f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include "
@@ -149,8 +149,9 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     judge = f"clean rollouts average below {r.dagger_until:g}" + (
         f" or its trained weights, driving {_count(r.dagger_check, 'check episode')}, do or lose a track" if r.dagger_check else "")
     extra = f" (up to {r.dagger_max_rounds} while a round's {judge})" if r.dagger_until else ""
+    chosen = f"; then the round whose weights drive {_count(r.dagger_check, 'check episode')} best is kept" if r.dagger_select == "check" else ""
     _stage(f"3/5 {r.dagger_rounds} DAgger rounds{extra}: {r.dagger_episodes} policy rollouts labelled by the expert, "
-           f"{_count(r.dagger_epochs, 'epoch')} of training each")
+           f"{_count(r.dagger_epochs, 'epoch')} of training each{chosen}")
     dagger(cfg.dagger_config(str(run)))
     timed("dagger", t0)
 
@@ -215,7 +216,8 @@ def _report(cfg: QuickstartConfig, boards: dict[str, list[dict[str, Any]]], run:
         + ("; each round's trained weights alone on the check seeds: " + ", ".join(f"round {r['round']} {r['check']['mean_return']:.1f} "
                                                                                   f"({check_worst(r['check'])})"
                                                                                   for r in dag["rounds"] if "check" in r) if checks else "")
-        + (f"; the policy's weights: the mean of rounds {dag['average'][0]}..{dag['average'][-1]}'s own" if "average" in dag else ""),
+        + (f"; the policy's weights: the mean of rounds {dag['average'][0]}..{dag['average'][-1]}'s own" if "average" in dag else "")
+        + (f"; the policy's weights: {selected_weights(dag)}" if "selected" in dag else ""),
         f"- offline, held-out episodes: validation loss {best.get('val_loss', float('nan')):.4f}, "
         f"action-class accuracy {best.get('val_accuracy', float('nan')):.1%}"
         + (f", steering MAE {best['val_steer_mae']:.3f}" if "val_steer_mae" in best else ""),

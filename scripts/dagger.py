@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from agents.training.dagger import DaggerConfig, check_worst
+from agents.training.dagger import DaggerConfig, check_worst, selected_weights
 from scripts.args import add_ray_flag
 from scripts.options import add_fields, field_values
 
@@ -44,11 +44,6 @@ def run(args: argparse.Namespace) -> int:
     if "average" in state:
         print(f"its weights: the mean of rounds {state['average'][0]}..{state['average'][-1]}'s own (each round's in {args.run}/rounds)")
     if "selected" in state:
-        k = state["selected"]
-        check = state["rounds"][k - 1]["check"] if k else state["bc_check"]
-        others = ([f"behaviour cloning {state['bc_check']['mean_return']:.1f}"] if k else []) + [
-            f"round {r['round']} {r['check']['mean_return']:.1f}" for r in state["rounds"] if r["round"] != k]
-        print(f"its weights: {'round ' + str(k) if k else 'behaviour cloning'}'s own, which drove the check seeds best "
-              f"({check['mean_return']:.1f}" + (f"; {', '.join(others)}" if others else "") + ")")
+        print(f"its weights: {selected_weights(state)}")
     print(f"run in {args.run}; evaluate it with 'nacdrive evaluate {args.run}'")
     return 0

@@ -309,6 +309,13 @@ def check_weights(cfg: DaggerConfig, run: Path) -> dict[str, Any]:
             "finished_share": row["finished_share"]}
 
 
+def selected_weights(state: dict[str, Any]) -> str:
+    """Which round's weights select_by_check kept, beside every round's check (for a job's summary)."""
+    checks = [("behaviour cloning", state["bc_check"])] + [(f"round {r['round']}", r["check"]) for r in state["rounds"]]
+    return (f"{checks[state['selected']][0]}'s own, which drove the check seeds best ("
+            + ", ".join(f"{name} {c['mean_return']:.1f}" for name, c in checks) + ")")
+
+
 def check_worst(check: dict[str, Any]) -> str:
     """A check's worst episode, and the least share of its tiles an episode reached (a check kept before it was recorded: none)."""
     tiles = f", least tiles {min(check['tiles']):.0%}" if "tiles" in check else ""

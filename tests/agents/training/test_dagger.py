@@ -12,7 +12,8 @@ from agents.training.tasks import train
 from agents.training.loop import TrainConfig
 from agents.carracing.env import STATE_FIELDS
 from agents.carracing.seeds import CHECK_SEED
-from agents.training.dagger import LOST_TILES, DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns, wants_check
+from agents.training.dagger import (LOST_TILES, DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns,
+                                    selected_weights, wants_check)
 from agents.training import dagger as dagger_module
 from agents.driving.policy import DrivingPolicy
 from datasets.demos import DemoSet
@@ -340,6 +341,8 @@ def test_with_select_check_the_run_leaves_the_rounds_weights_that_drove_the_chec
     monkeypatch.setattr(dagger_module, "rollout", lambda *a: rollouts.append(same(best(), kept(2))) or real_rollout(*a))
     state = dagger(DaggerConfig(**{**cfg.__dict__, "rounds": 3}), quiet=True)
     assert rollouts == [True] and driven == [3] and state["selected"] == 3 and same(best(), kept(3))
+    assert selected_weights(state) == ("round 3's own, which drove the check seeds best "
+                                       "(behaviour cloning 5.0, round 1 9.0, round 2 7.0, round 3 9.0)")
     with pytest.raises(ConfigError, match="select check needs check >= 1 episodes and average 1"):
         DaggerConfig(run="x", select="check", check=0)
     with pytest.raises(ConfigError, match="select must be one of last, check"):
