@@ -251,10 +251,7 @@ def draw_strip(keys: list[tuple], columns: int = FRAME) -> np.ndarray:
     strip.fill((0, 0, 0))
     for kind, what in keys:
         if kind == "text":
-            text = _score_text(what)
-            rect = text.get_rect()
-            rect.center = SCORE_CENTRE
-            strip.blit(text, rect)
+            strip.blit(*_score(what))
         else:
             for colour, rect in what:
                 strip.fill(colour, rect)
@@ -292,9 +289,16 @@ def strip_parts(env: cr.CarRacing) -> list[tuple[tuple, int, int]]:
             _horizontal(steer, 20, -10.0 * steer, (0, 255, 0)), _horizontal(spin, 30, -0.8 * spin, (255, 0, 0))]
     parts = [(("fill", tuple(rects)), min(r[0] for _, r in rects), max(r[0] + r[2] - 1 for _, r in rects)) for rects in bars if rects]
     text = f"{env.reward:04.0f}"
-    rect = _score_text(text).get_rect()
-    rect.center = SCORE_CENTRE
+    rect = _score(text)[1]
     return [(("text", text), rect.left, rect.right - 1)] + parts
+
+
+def _score(text: str) -> tuple[pygame.Surface, pygame.Rect]:
+    """The score's rendered text and where gymnasium places it on the strip."""
+    surface = _score_text(text)
+    rect = surface.get_rect()
+    rect.center = SCORE_CENTRE
+    return surface, rect
 
 
 _S, _H, _TOP = cr.WINDOW_W / 40.0, cr.WINDOW_H / 40.0, cr.WINDOW_H - STRIP_H  # gymnasium's indicator units, and the strip's top row
