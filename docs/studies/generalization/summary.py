@@ -1,12 +1,13 @@
-"""The study's answers to its issue, from its report (report/report.json, `nacdrive study --report DIR`):
+"""The study's answers to its issue, from its study.json and its report (report/report.json, `nacdrive study --report DIR`):
 
+- every run's mean return and laps per scenario (the study README's table);
 - heads x scenarios, IQM (the README's table);
 - every group's mean per scenario against AttentionAgent's published mean, and which groups are
   above it on every scenario it was tested on while >= 915 clean and above 0 on noise;
 - P(NAC > head) per scenario with its interval (and each augmentation against the recipe without it), marked
   where the interval excludes 0.5.
 
-    python summary.py [REPORT_JSON]   (default runs/generalization/report/report.json)
+    python summary.py [STUDY_DIR]   (default runs/generalization)
 """
 
 from __future__ import annotations
@@ -32,8 +33,35 @@ def must_beat(level: str) -> float | None:
     return TARGET[level][0] if level in ("color", "color3", "bar", "blob") else None
 
 
-def main(path: Path) -> None:
-    report = json.loads(path.read_text())
+def per_run(study: dict) -> None:
+    """Every finished run's mean return (laps of 50) per scenario, in the study's order of heads."""
+    heads = study["config"]["heads"]
+    order = {h: i for i, h in enumerate(dict.fromkeys([*heads, *(r.split("/")[1] for r in study["runs"])]))}
+    cells: dict[tuple[str, str], list[dict]] = {}
+    for e in study["episodes"]:
+        cells.setdefault((e["run"], e["level"]), []).append(e)
+    runs = sorted((r for r, v in study["runs"].items() if v.get("done")),
+                  key=lambda r: (r.split("/")[0] != "base", r.split("/")[0], order[r.split("/")[1]], r.split("/")[2]))
+    n = study["config"]["episodes"]
+
+    def cell(es: list[dict]) -> str:
+        if len(es) < n:
+            return f"({len(es)} of {n})" if es else "-"
+        return f"{sum(e['return'] for e in es) / len(es):.1f} ({sum(e['lap_finished'] for e in es)})"
+
+    print(f"## Mean return (laps of {n}) per run and scenario\n\n| run | " + " | ".join(NAMES.get(lv, lv) for lv in ORDER)
+          + " |\n|---|" + "---|" * len(ORDER))
+    for r in runs:
+        print(f"| {r} | " + " | ".join(cell(cells.get((r, lv), [])) for lv in ORDER) + " |")
+    print("| expert | " + " | ".join(cell(cells.get(("expert", lv), [])) for lv in ORDER) + " |")
+    print(f"\n{len(study['episodes'])} episodes, {len(runs)} runs trained\n")
+
+
+def main(study_dir: Path) -> None:
+    per_run(json.loads((study_dir / "study.json").read_text()))
+    if not (study_dir / "report" / "report.json").exists():
+        sys.exit(f"no report yet: nacdrive study --report {study_dir}")
+    report = json.loads((study_dir / "report" / "report.json").read_text())
     levels = [lv for lv in ORDER if lv in report["levels"]]
     groups = [g for g in report["levels"][CLEAN]["aggregates"] if g != "expert"]
     agg = {lv: report["levels"][lv]["aggregates"] for lv in levels}
@@ -73,4 +101,4 @@ def main(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("runs/generalization/report/report.json"))
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("runs/generalization"))
