@@ -4,6 +4,8 @@
 - heads x scenarios, IQM (the README's table);
 - every group's mean per scenario against AttentionAgent's published mean, and which groups are
   above it on every scenario it was tested on while >= 915 clean and above 0 on noise;
+- what a return depends on, per scenario: the share of the returns' spread that goes with the track (its
+  scenario draw), with the head, with the training run within its head, and the rest;
 - P(NAC > head) per scenario with its interval (and each augmentation against the recipe without it), marked
   where the interval excludes 0.5.
 
@@ -15,6 +17,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from agents.carracing.scenarios import CLEAN as SCENE_CLEAN
 from agents.carracing.scenarios import PUBLISHED
@@ -57,8 +61,39 @@ def per_run(study: dict) -> None:
     print(f"\n{len(study['episodes'])} episodes, {len(runs)} runs trained\n")
 
 
+def spread(study: dict) -> None:
+    """Sums of squares of the base runs' returns (runs x the tracks every run drove), split as in a nested two-way
+    layout: track, head, training run within its head, and the rest (how a run's return on a track departs from
+    what the track and the run give alone). Written here because it is a few lines of numpy; a share near 1 for the
+    track says the scenario's draw, not the architecture, decides the return."""
+    runs = sorted(r for r, v in study["runs"].items() if v.get("done") and r.startswith("base/"))
+    print("## What a return depends on: shares of the spread of the base runs' returns\n\n"
+          "| scenario | track | head | run within its head | the rest |\n|---|---|---|---|---|")
+    for lv in ORDER:
+        by: dict[str, dict[int, float]] = {}
+        for e in study["episodes"]:
+            if e["level"] == lv and e["run"] in runs:
+                by.setdefault(e["run"], {})[e["episode_seed"]] = e["return"]
+        if len(by) < 2:
+            continue
+        keys = sorted(by)
+        seeds = sorted(set.intersection(*(set(v) for v in by.values())))
+        r = np.array([[by[k][s] for s in seeds] for k in keys])
+        heads = [k.split("/")[1] for k in keys]
+        grand, run_mean = r.mean(), r.mean(1)
+        head_mean = np.array([run_mean[[h == g for g in heads]].mean() for h in heads])
+        total = ((r - grand) ** 2).sum()
+        track = len(keys) * ((r.mean(0) - grand) ** 2).sum()
+        head = len(seeds) * ((head_mean - grand) ** 2).sum()
+        run = len(seeds) * ((run_mean - head_mean) ** 2).sum()
+        print(f"| {NAMES.get(lv, lv)} | {track / total:.2f} | {head / total:.2f} | {run / total:.2f} | {(total - track - head - run) / total:.2f} |")
+    print()
+
+
 def main(study_dir: Path) -> None:
-    per_run(json.loads((study_dir / "study.json").read_text()))
+    study = json.loads((study_dir / "study.json").read_text())
+    per_run(study)
+    spread(study)
     if not (study_dir / "report" / "report.json").exists():
         sys.exit(f"no report yet: nacdrive study --report {study_dir}")
     report = json.loads((study_dir / "report" / "report.json").read_text())
