@@ -22,6 +22,7 @@ import numpy as np
 
 from agents.carracing.scenarios import CLEAN as SCENE_CLEAN
 from agents.carracing.scenarios import PUBLISHED
+from agents.studies.report import EXPERT, load, score_matrices
 
 CLEAN = "none"
 ORDER = [CLEAN, "color", "color3", "bar", "blob", "noise", "domain-randomize"]
@@ -66,24 +67,20 @@ def spread(study: dict) -> None:
     layout: track, head, training run within its head, and the rest (how a run's return on a track departs from
     what the track and the run give alone). Written here because it is a few lines of numpy; a share near 1 for the
     track says the scenario's draw, not the architecture, decides the return."""
-    runs = sorted(r for r, v in study["runs"].items() if v.get("done") and r.startswith("base/"))
     print("## What a return depends on: shares of the spread of the base runs' returns\n\n"
           "| scenario | track | head | run within its head | the rest |\n|---|---|---|---|---|")
     for lv in ORDER:
-        by: dict[str, dict[int, float]] = {}
-        for e in study["episodes"]:
-            if e["level"] == lv and e["run"] in runs:
-                by.setdefault(e["run"], {})[e["episode_seed"]] = e["return"]
-        if len(by) < 2:
+        # the base variant's groups: "nac" in a one-variant study, "base/nac" beside other variants
+        mats = {g.removeprefix("base/"): m for g, m in score_matrices(study, lv).items() if g != EXPERT and "/" not in g.removeprefix("base/")}
+        if sum(m["scores"].shape[0] for m in mats.values()) < 2:
             continue
-        keys = sorted(by)
-        seeds = sorted(set.intersection(*(set(v) for v in by.values())))
-        r = np.array([[by[k][s] for s in seeds] for k in keys])
-        heads = [k.split("/")[1] for k in keys]
+        seeds = sorted(set.intersection(*(set(m["seeds"]) for m in mats.values())))
+        r = np.concatenate([m["scores"][:, [m["seeds"].index(s) for s in seeds]] for m in mats.values()])
+        heads = [g for g, m in mats.items() for _ in m["runs"]]
         grand, run_mean = r.mean(), r.mean(1)
         head_mean = np.array([run_mean[[h == g for g in heads]].mean() for h in heads])
         total = ((r - grand) ** 2).sum()
-        track = len(keys) * ((r.mean(0) - grand) ** 2).sum()
+        track = r.shape[0] * ((r.mean(0) - grand) ** 2).sum()
         head = len(seeds) * ((head_mean - grand) ** 2).sum()
         run = len(seeds) * ((run_mean - head_mean) ** 2).sum()
         print(f"| {NAMES.get(lv, lv)} | {track / total:.2f} | {head / total:.2f} | {run / total:.2f} | {(total - track - head - run) / total:.2f} |")
@@ -91,7 +88,7 @@ def spread(study: dict) -> None:
 
 
 def main(study_dir: Path) -> None:
-    study = json.loads((study_dir / "study.json").read_text())
+    study = load(study_dir)
     per_run(study)
     spread(study)
     if not (study_dir / "report" / "report.json").exists():
