@@ -1,5 +1,5 @@
 """Shared fixtures: tiny demonstration sets recorded by the project's own collector; a lock for the
-tests that start or stop Ray; the modules that run whole jobs scheduled first."""
+tests that start or stop Ray."""
 
 import tempfile
 from pathlib import Path
@@ -8,15 +8,6 @@ import pytest
 from filelock import FileLock
 
 from agents.training.collect import CollectConfig, collect
-
-
-def pytest_collection_modifyitems(items):
-    """Modules with a test marked `job` (a whole job, seconds long) run first. pytest-xdist deals
-    the last tests out one at a time to whichever worker is free, so ending on short tests lets the
-    workers finish together instead of one waiting on the other's last job. Modules stay whole and in
-    their order, so a module fixture is still built once per worker that runs the module."""
-    with_jobs = {item.module for item in items if item.get_closest_marker("job")}
-    items.sort(key=lambda item: item.module not in with_jobs)  # stable: the order within each group stays
 
 
 @pytest.fixture

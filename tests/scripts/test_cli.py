@@ -57,7 +57,6 @@ def test_bad_command_lines_end_with_one_line_saying_what_is_allowed(argv, expect
     _one_line_error(argv, expected, capsys)
 
 
-@pytest.mark.job
 def test_bench_writes_a_table_and_json(tmp_path):
     out = tmp_path / "bench.json"
     result = _run("bench", "nac", "--seq-len", "64", "--passes", "1", "--max-len", "256", "--json", str(out))
@@ -104,7 +103,6 @@ def test_bench_train_times_both_dropouts_per_head(tmp_path, capsys):
     assert all(torch.equal(a, b) for a, b in zip(net.state_dict().values(), twin.state_dict().values()))
 
 
-@pytest.mark.job
 def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
     run = tmp_path / "run"
     r = _run("train", "--data", tiny_demos, "--out", str(run), "--head", "lstm", "--window", "4", "--epochs", "1", "--batch-size", "16", "--quiet")
@@ -165,7 +163,6 @@ def test_bad_training_and_evaluation_input_is_one_line(argv, expected, capsys):
     _one_line_error(argv, expected, capsys)
 
 
-@pytest.mark.job
 def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     out = tmp_path / "qs"
     r = _run(
@@ -261,7 +258,6 @@ def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
         QuickstartConfig(discrete=True, discrete_target="pulses")
 
 
-@pytest.mark.job
 def test_evaluate_under_perturbations_gives_one_board_per_level_and_a_plot(tiny_demos, tmp_path, capsys):
     run = tmp_path / "run"
     assert _run("train", "--data", tiny_demos, "--out", str(run), "--head", "nac", "--window", "4", "--epochs", "1", "--quiet").returncode == 0

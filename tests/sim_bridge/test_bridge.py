@@ -216,7 +216,6 @@ def test_a_standard_socketio_client_works_too(bridge):
     assert replies and set(replies[0]) == {"steering_angle", "throttle"}
 
 
-@pytest.mark.job
 def test_the_stand_in_simulator_closes_the_loop(tmp_path):
     """sim --record (expert drives) -> train --task udacity -> drive + sim (autonomous)."""
     rec = tmp_path / "rec"
@@ -261,7 +260,6 @@ def test_bench_bridge_measures_round_trips_and_memory(tmp_path):
     assert len(r["rss_mb"]) >= 2 and all(m > 0 for _, m in r["rss_mb"])
 
 
-@pytest.mark.job
 def test_a_udacity_study_trains_pilotnet_heads_and_drives_them_through_the_bridge(tmp_path):
     """study --task udacity: one stand-in recording, PilotNet runs (its own dense layers and a
     registry head), every held-out episode driven by the stand-in through a bridge process."""
@@ -299,7 +297,6 @@ def test_a_udacity_study_trains_pilotnet_heads_and_drives_them_through_the_bridg
         run_study(StudyConfig(out=str(tmp_path / "t"), task="udacity"))
 
 
-@pytest.mark.job
 def test_a_run_that_predicts_its_speed_drives_toward_that_speed_unless_told_one(tmp_path):
     torch.manual_seed(0)
     net = PilotNet(PilotNetConfig(head="gru", d_model=16, speed_output=True))
@@ -380,7 +377,6 @@ def test_a_udacity_episode_whose_bridge_dies_is_driven_again(tmp_path, monkeypat
         study.episode(("run", None, 10, 5))
 
 
-@pytest.mark.job
 def test_the_shipped_pilotnet_nac_drives_the_stand_in_and_refuses_its_training_tracks():
     """agents/pretrained/pilotnet-nac, served by `drive` with its defaults, drives a held-out track's first
     300 steps on the road (over a quarter of its tiles) and refuses the tracks it was trained on."""

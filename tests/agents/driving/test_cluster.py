@@ -70,7 +70,6 @@ def cluster(tmp_path, ray_alone):
         shutil.rmtree(worker, ignore_errors=True)
 
 
-@pytest.mark.job
 def test_a_study_loses_its_worker_node_midway_and_finishes(cluster, tmp_path):
     address, _, worker_dir, start_worker = cluster
     start_worker()
@@ -100,7 +99,6 @@ def test_a_study_loses_its_worker_node_midway_and_finishes(cluster, tmp_path):
             assert (out / "runs" / key / "best.safetensors").stat().st_mtime_ns < killed_at
 
 
-@pytest.mark.job
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="a private mount namespace needs unshare as root")
 def test_a_node_that_cannot_see_the_study_folder_is_named_before_any_task(cluster, tmp_path):
     import ray

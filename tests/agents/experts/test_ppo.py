@@ -46,7 +46,6 @@ def test_frame_skip_repeats_the_action_and_sums_rewards():
     assert obs == 2 and reward == 2.0 and inner.steps == 2
 
 
-@pytest.mark.job
 def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path):
     cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=1024, envs=1, warm_steps=32, dagger_rounds=1, dagger_steps=16,
                          bc_epochs=1, eval_every=10_000, checkpoint_every=10_000, max_steps=60)

@@ -193,7 +193,6 @@ def test_the_report_is_rebuilt_from_study_json_alone(process_study, tmp_path):
     assert (alone / "report/aggregates.png").stat().st_size > 1000
 
 
-@pytest.mark.job
 def test_a_study_killed_midway_continues_without_redoing(tmp_path):
     out = tmp_path / "s"
     cmd = [sys.executable, "-m", "scripts.cli", "study", "--heads", "nac", "--seeds", "2", "--demos", "3", "--episodes", "2",
@@ -221,7 +220,6 @@ def test_a_study_killed_midway_continues_without_redoing(tmp_path):
     assert {k: (out / "runs" / k / "best.safetensors").stat().st_mtime_ns for k in done} == kept
 
 
-@pytest.mark.job
 def test_the_ray_path_gives_the_same_study(process_study, tmp_path, ray_alone):
     import ray  # in the test extra
 

@@ -203,7 +203,6 @@ def test_a_loss_that_is_not_finite_stops_training_with_one_line(tiny_demos, tmp_
     assert not state["done"] and not (tmp_path / "val" / "best.safetensors").is_file()
 
 
-@pytest.mark.job
 def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):
     """torchrun with two gloo processes: both take their share of batches, rank 0 writes."""
     out = tmp_path / "ddp"

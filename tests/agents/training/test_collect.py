@@ -62,7 +62,6 @@ def test_append_adds_new_seeds_after_the_last(tmp_path):
         collect(_cfg(tmp_path / "d", episodes=1, append=True, seed_start=3))
 
 
-@pytest.mark.job
 def test_a_killed_collection_resumes_without_recording_anything_twice(tmp_path):
     out = tmp_path / "d"
     cmd = [sys.executable, "-m", "scripts.cli", "collect", "--out", str(out), "--episodes", "6",
