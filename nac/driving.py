@@ -186,20 +186,28 @@ class DrivingNet(nn.Module):
         """(..., head out) -> (..., A) raw outputs (logits, or pre-activations when continuous)."""
         return self.out(self.mlp(h))
 
-    def decide(self, features: Tensor, timestamps: Tensor | None = None) -> Tensor:
-        """(B, W, F) window features [+ (B, W) seconds] -> (B, A) raw outputs."""
-        return self.readout(self.head(features, self.head_time(timestamps)))
+    def embed(self, frames: Tensor) -> Tensor:
+        """(N, H, W, 3) uint8 -> (N, E): each frame's features as the head takes them in (the CNN, then the
+        head's map of each step alone, SequenceHead.embed_steps)."""
+        return self.head.embed_steps(self.encode(frames))
+
+    def decide(self, features: Tensor, timestamps: Tensor | None = None, embedded: bool = False) -> Tensor:
+        """(B, W, F) window features [+ (B, W) seconds] -> (B, A) raw outputs; embedded: the features are
+        embed()'s rather than encode()'s."""
+        t = self.head_time(timestamps)
+        return self.readout(self.head.over_steps(features, t) if embedded else self.head(features, t))
 
     def forward(self, frames: Tensor, timestamps: Tensor | None = None, index: Tensor | None = None) -> Tensor:
         """frames (B, W, H, W, 3) uint8 windows; or, with index (B, W), frames (N, H, W, 3) holds
         distinct frames and index picks each window's rows of it (so that windows that share
-        frames encode them once)."""
+        frames encode and embed them once: a training batch of 32 windows of 8 frames holds
+        about 60 distinct frames)."""
         if index is None:
             b, w = frames.shape[:2]
-            feats = self.encode(frames.reshape(b * w, *frames.shape[2:])).reshape(b, w, -1)
+            feats = self.embed(frames.reshape(b * w, *frames.shape[2:])).reshape(b, w, -1)
         else:
-            feats = self.encode(frames)[index]  # (B, W, F)
-        return self.decide(feats, timestamps)
+            feats = self.embed(frames)[index]  # (B, W, E)
+        return self.decide(feats, timestamps, embedded=True)
 
     def squash(self, raw: Tensor, driven: bool = True) -> Tensor:
         """Continuous outputs into the action (..., 3): steer tanh, gas / brake sigmoid. As driven,

@@ -110,12 +110,24 @@ class SequenceHead(nn.Module):
         self.config = config
 
     def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
-        """(B, T, D) -> (B, T, out_dim) for every step (or (B, 1, out) for the last)."""
+        """Embedded steps (B, T, E) -> (B, T, out_dim) for every step (or (B, 1, out) for the last)."""
         raise NotImplementedError
+
+    def embed_steps(self, x: Tensor) -> Tensor:
+        """The head's map of each step alone, (..., input_dim) -> (..., E): the identity, or the input projections of
+        heads that begin with them (NAC's sensory gates, attention's q / k / v). Windows that share steps (training on
+        overlapping windows of frames) map each step once and hand the windows of mapped steps to over_steps()."""
+        return x
 
     def forward(self, x: Tensor, timestamps: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
         if x.dim() != 3:
             raise ValueError(f"a sequence head expects (B, T, D), got {tuple(x.shape)}")
+        return self.over_steps(self.embed_steps(x), timestamps, key_padding_mask)
+
+    def over_steps(self, x: Tensor, timestamps: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
+        """forward() on embedded steps (B, T, E), embed_steps()'s output."""
+        if x.dim() != 3:
+            raise ValueError(f"a sequence head expects (B, T, E), got {tuple(x.shape)}")
         ts = timestamps if self.accepts_time else None
         w = self.config.window
         if w is not None and x.shape[1] > w:
@@ -153,7 +165,8 @@ class SequenceHead(nn.Module):
         return {"x": None, "t": None}
 
     def step(self, x_t: Tensor, state: Any, timestamp: Tensor | None = None) -> tuple[Tensor, Any]:
-        xs = x_t[:, None] if state["x"] is None else torch.cat([state["x"], x_t[:, None]], 1)
+        e_t = self.embed_steps(x_t)[:, None]
+        xs = e_t if state["x"] is None else torch.cat([state["x"], e_t], 1)
         ts = None
         if timestamp is not None:
             t_new = timestamp.reshape(-1, 1).to(x_t.dtype)
@@ -198,9 +211,12 @@ class NACHead(_Readout):
         super().__init__(config)
         self.nac = NAC(config=config.nac_config())
 
+    def embed_steps(self, x: Tensor) -> Tensor:
+        return self.nac.embed(x)
+
     def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
         sequences = self.config.return_sequences  # with False NAC computes only the last query
-        y = self.readout(self.nac(x, timestamps, key_padding_mask, return_sequences=sequences))
+        y = self.readout(self.nac.attend(x, timestamps, key_padding_mask, return_sequences=sequences))
         return y if sequences else y[:, None]
 
     def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None, effective: bool = True) -> Tensor | None:
@@ -437,10 +453,12 @@ class MHAHead(_Readout):
         self.embed = nn.Linear(config.input_dim, config.d_model)
         self.mha = nn.MultiheadAttention(config.d_model, config.num_heads, batch_first=True)
 
-    def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
-        e = self.embed(x)  # (B, T, d)
+    def embed_steps(self, x: Tensor) -> Tensor:
+        return self.embed(x)
+
+    def _sequence(self, e: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
         q = e if self.config.return_sequences else e[:, -1:]
-        allowed = _attn_mask(x, self.config, q.shape[1])
+        allowed = _attn_mask(e, self.config, q.shape[1])
         y, _ = self.mha(q, e, e, key_padding_mask=key_padding_mask, attn_mask=None if allowed is None else ~allowed, need_weights=False)
         return self.readout(y)
 
@@ -483,13 +501,17 @@ class RotaryMHAHead(_Readout):
         x1, x2 = x[..., 0::2], x[..., 1::2]
         return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
 
-    def _qkv(self, x: Tensor, timestamps: Tensor | None, n_queries: int) -> tuple[Tensor, Tensor, Tensor]:
-        b, t, _ = x.shape
+    def embed_steps(self, x: Tensor) -> Tensor:
+        return self.qkv(x)
+
+    def _qkv(self, e: Tensor, timestamps: Tensor | None, n_queries: int) -> tuple[Tensor, Tensor, Tensor]:
+        """From embedded steps (B, T, 3 d_model): the rotated queries (of the last n_queries steps) and keys, and the values."""
+        b, t, _ = e.shape
         h = self.config.num_heads
         if timestamps is None:
-            timestamps = torch.arange(t, dtype=x.dtype, device=x.device).expand(b, t)
-        rel = (timestamps - timestamps[:, -1:]).to(x.dtype)  # only differences matter: keep the angles small
-        q, k, v = self.qkv(x).reshape(b, t, 3, h, -1).permute(2, 0, 3, 1, 4)  # each (B, H, T, dh)
+            timestamps = torch.arange(t, dtype=e.dtype, device=e.device).expand(b, t)
+        rel = (timestamps - timestamps[:, -1:]).to(e.dtype)  # only differences matter: keep the angles small
+        q, k, v = e.reshape(b, t, 3, h, -1).permute(2, 0, 3, 1, 4)  # each (B, H, T, dh)
         return self._rotate(q, rel)[:, :, t - n_queries :], self._rotate(k, rel), v
 
     def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
@@ -499,7 +521,7 @@ class RotaryMHAHead(_Readout):
         return self.readout(self.proj(y.transpose(1, 2).flatten(2)))
 
     def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None, effective: bool = True) -> Tensor | None:
-        q, k, _ = self._qkv(x, timestamps, 1)
+        q, k, _ = self._qkv(self.qkv(x), timestamps, 1)
         return _last_step_softmax(q, k, x, self.config).mean(1)  # (B, H, T) -> (B, T)
 
 
@@ -515,10 +537,14 @@ class AttentionHead(_Readout):
         self.k = nn.Linear(config.input_dim, config.d_model)
         self.v = nn.Linear(config.input_dim, config.d_model)
 
-    def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
-        q = self.q(x if self.config.return_sequences else x[:, -1:])
-        mask = _sdpa_mask(x, self.config, q.shape[1], key_padding_mask, lead=1)
-        return self.readout(F.scaled_dot_product_attention(q, self.k(x), self.v(x), attn_mask=mask))
+    def embed_steps(self, x: Tensor) -> Tensor:
+        return torch.cat([self.q(x), self.k(x), self.v(x)], -1)
+
+    def _sequence(self, e: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
+        q, k, v = e.split(self.config.d_model, -1)
+        q = q if self.config.return_sequences else q[:, -1:]
+        mask = _sdpa_mask(e, self.config, q.shape[1], key_padding_mask, lead=1)
+        return self.readout(F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
 
     def last_step_attention(self, x: Tensor, timestamps: Tensor | None = None, effective: bool = True) -> Tensor | None:
         return _last_step_softmax(self.q(x[:, -1:]), self.k(x), x, self.config)  # (B, 1, d), (B, T, d) -> (B, T)

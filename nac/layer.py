@@ -242,9 +242,16 @@ class NAC(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.config.num_heads, self.config.head_dim).transpose(1, 2)
 
-    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        """q, k, v (B, H, T, hd) and the query / key halves of the pair map (B, H, T, n+2)."""
-        q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(x)), self._split(self.v_proj(x))
+    def embed(self, x: Tensor) -> Tensor:
+        """The sensory gates (Eq. 13) on each step: (..., input_dim) -> (..., 3 d_model), q | k | v. They act on
+        each step alone, so a caller whose windows share steps (training on overlapping windows of frames) maps
+        each step once and hands the windows of mapped steps to attend()."""
+        return torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], -1)
+
+    def _project(self, e: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """From embedded steps (B, T, 3 d_model): q, k, v (B, H, T, hd) and the query / key halves of the pair map
+        (B, H, T, n+2)."""
+        q, k, v = (self._split(p) for p in e.split(self.config.d_model, -1))
         return (q, k, v, *self._pair_halves(q, k))
 
     def _pair_halves(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
@@ -336,13 +343,26 @@ class NAC(nn.Module):
     ) -> Any:
         """x (B, T, input_dim); timestamps (B, T) or None; key_padding_mask (B, T), True = pad;
         return_sequences overrides the config's for this call."""
-        cfg = self.config
-        sequences = cfg.return_sequences if return_sequences is None else return_sequences
         if x.dim() != 3:
             raise ValueError(f"NAC expects input of shape (B, T, D), got {tuple(x.shape)}")
-        b, t, _ = x.shape
-        q, k, v, uq, uk = self._project(x)
-        pos = torch.arange(t, device=x.device)
+        return self.attend(self.embed(x), timestamps, key_padding_mask, return_details, return_sequences)
+
+    def attend(
+        self,
+        e: Tensor,
+        timestamps: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        return_details: bool = False,
+        return_sequences: bool | None = None,
+    ) -> Any:
+        """forward() on steps already embedded (B, T, 3 d_model), embed()'s output."""
+        cfg = self.config
+        sequences = cfg.return_sequences if return_sequences is None else return_sequences
+        if e.dim() != 3 or e.shape[-1] != 3 * cfg.d_model:
+            raise ValueError(f"NAC.attend expects embedded steps of shape (B, T, {3 * cfg.d_model}), got {tuple(e.shape)}")
+        b, t, _ = e.shape
+        q, k, v, uq, uk = self._project(e)
+        pos = torch.arange(t, device=e.device)
         if not sequences:  # only the last query is needed
             q, uq, pos_q = q[:, :, -1:], uq[:, :, -1:], pos[-1:]
             tq = None if timestamps is None else timestamps[:, -1:]
@@ -355,7 +375,7 @@ class NAC(nn.Module):
             y = y[:, -1]
         result: list[Any] = [y]
         if cfg.return_attention:
-            dense = torch.zeros(b, cfg.num_heads, len(pos_q), t, dtype=details.weights.dtype, device=x.device)
+            dense = torch.zeros(b, cfg.num_heads, len(pos_q), t, dtype=details.weights.dtype, device=e.device)
             result.append(dense.scatter_add(-1, details.indices, details.weights))
         if return_details:
             result.append(details)
@@ -379,7 +399,7 @@ class NAC(nn.Module):
         may reach outside the window, and its centroid differs from the stream's.
         """
         cfg = self.config
-        q, k, v, uq, uk = self._project(x_t.unsqueeze(1))  # each (B, H, 1, .)
+        q, k, v, uq, uk = self._project(self.embed(x_t.unsqueeze(1)))  # each (B, H, 1, .)
         t_new = None if timestamp is None else timestamp.reshape(-1, 1).to(x_t.dtype)
         if state["k"] is not None and (state["t"] is None) != (t_new is None):
             raise ValueError("give a timestamp at every step of a stream or at none")

@@ -10,6 +10,7 @@ imageio-ffmpeg, which browsers play, at the environment's 50 frames per second.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,9 @@ _HEAT_COLOUR = (colormaps["jet"](np.arange(256) / 255.0)[:, :3] * 255.0).astype(
 _HEAT_ALPHA = (0.45 * np.arange(256, dtype=np.float32) / 255.0)[:, None]
 
 
+@functools.lru_cache(maxsize=None)
 def _font(size: int) -> ImageFont.ImageFont:
+    """PIL's default font at this size, loaded once (each load decodes the font anew: 18 texts a frame)."""
     return ImageFont.load_default(size=size)
 
 

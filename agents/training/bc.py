@@ -312,14 +312,14 @@ def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch
     was_training = net.training
     net.eval()
     s = windows.store
-    feats = torch.cat([net.encode(torch.from_numpy(s.frames[i : i + 256]).to(device)).float() for i in range(0, len(s), 256)])
+    feats = torch.cat([net.embed(torch.from_numpy(s.frames[i : i + 256]).to(device)).float() for i in range(0, len(s), 256)])
     targets = net_targets(net, s)
     losses, correct, steer_err = [], [], []
     for i in range(0, len(s), batch_rows):
         rows = np.arange(i, min(len(s), i + batch_rows))
         idx, _ = windows.indices(rows)
         batch = labels(s, rows, device, targets)
-        raw = net.decide(feats[torch.from_numpy(idx).to(device)], torch.from_numpy(s.timestamps[idx]).float().to(device))
+        raw = net.decide(feats[torch.from_numpy(idx).to(device)], torch.from_numpy(s.timestamps[idx]).float().to(device), embedded=True)
         per_row, ok = loss_terms(net, raw, batch, None, loss)
         losses.append(per_row.cpu())
         correct.append(ok.cpu())

@@ -7,7 +7,7 @@ import torch
 from nac import ConfigError
 from nac.driving import DrivingNet, DrivingNetConfig, Dropout, cnn_features
 
-HEADS = ["nac", "lstm", "cfc", "mha"]
+HEADS = ["nac", "lstm", "cfc", "mha", "mha-rope"]
 
 
 def test_the_cnn_is_the_papers():
@@ -29,8 +29,10 @@ def test_outputs_and_windows_that_share_frames(head, space, outputs):
     with torch.no_grad():
         shared = net(frames, ts, index=index)
         separate = net(frames[index], ts)
+        streamed_features = net.decide(net.encode(frames)[index], ts)  # the CNN's features, as closed loop keeps them
     assert shared.shape == (3, outputs)
     assert torch.allclose(shared, separate, atol=1e-5)
+    assert torch.allclose(shared, streamed_features, atol=1e-5)
     if space == "continuous":
         a = net.squash(shared)
         assert (a[:, 0].abs() <= 1).all() and ((a[:, 1:] >= 0) & (a[:, 1:] <= 1)).all()

@@ -31,6 +31,23 @@ def test_one_interface_last_step_and_sequences(name):
 
 
 @pytest.mark.parametrize("name", ALL)
+def test_windows_of_steps_mapped_once_give_what_the_head_gives(name):
+    """embed_steps maps each step alone: overlapping windows of steps mapped once each (as training shares a
+    batch's frames) give the outputs of the head on the windows themselves."""
+    head = build_head(name, input_dim=10, output_dim=5, d_model=16, num_heads=4).eval()
+    steps, ts = torch.randn(9, 10), torch.cumsum(torch.rand(9) + 0.3, 0)
+    index = torch.tensor([[0, 1, 2, 3], [2, 3, 4, 5], [5, 6, 7, 8]])
+    with torch.no_grad():
+        mapped = head.embed_steps(steps)
+        shared = head.over_steps(mapped[index], ts[index])
+        whole = head(steps[index], ts[index])
+    assert mapped.shape[0] == 9
+    assert torch.allclose(shared, whole, atol=1e-6)
+    if name in ("nac", "mha", "mha-rope", "attention"):  # heads that begin with input projections map to their width
+        assert mapped.shape[1] != 10
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_streaming_equals_running_the_whole_sequence(name):
     head = build_head(name, input_dim=10, output_dim=5, d_model=16, num_heads=4, return_sequences=True, causal=True).eval()
     x = torch.randn(2, 7, 10)
