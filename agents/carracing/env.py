@@ -311,6 +311,34 @@ def skipped_tiles(env: gym.Env) -> int:
     return skipped
 
 
+BEND_SEGMENTS = 12  # sharpest_bend: a bend is the heading change over this many track segments (about 42 units)
+
+
+def sharpest_bend(env: gym.Env) -> float:
+    """The track's sharpest bend: the largest change of its heading (degrees) over BEND_SEGMENTS consecutive segments,
+    around the closed loop. About one track in six turns 150 degrees or more (a hairpin), where the discrete policies
+    lose their tracks (docs/studies/quickstart-discrete-rounds/, 'What the lost tracks have in common')."""
+    beta = np.array([t[1] for t in env.unwrapped.track])  # the road's direction angle at each point
+    turn = (np.roll(beta, -1) - beta + np.pi) % (2 * np.pi) - np.pi  # (N,) each segment's heading change
+    window = np.convolve(np.concatenate([turn, turn[: BEND_SEGMENTS - 1]]), np.ones(BEND_SEGMENTS), "valid")
+    return float(np.degrees(np.abs(window).max()))
+
+
+def seeds_with_bend(start: int, count: int, degrees: float, skip: int = 0, scan: int = 10_000) -> list[int]:
+    """The seeds from `start` on whose track bends at least `degrees` (sharpest_bend), the first `skip` of them passed
+    over, `count` of them; among at most `scan` seeds."""
+    env, found = make_env(pixels=False), []
+    for seed in range(start, start + scan):
+        env.reset(seed=seed)
+        if sharpest_bend(env) >= degrees:
+            found.append(seed)
+            if len(found) == skip + count:
+                return found[skip:]
+    need(False, f"only {len(found)} of seeds {start}..{start + scan - 1} have a track bending {degrees:g} degrees within "
+                f"{BEND_SEGMENTS} segments, {skip + count} wanted; ask for a smaller bend (about one track in six reaches 150)")
+    return []
+
+
 def car_state(env: gym.Env) -> CarState:
     u = env.unwrapped
     car = u.car

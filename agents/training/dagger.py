@@ -32,7 +32,7 @@ from agents.training.tasks import train
 from agents.training.loop import TrainConfig
 from agents.training.collect import Recorder, demo_header, save_recording
 from agents.carracing.seeds import CHECK_SEED, DAGGER_SEED
-from agents.carracing.env import EPISODE_STEPS, OffRoadLimit, make_env, wheels_off_road
+from agents.carracing.env import EPISODE_STEPS, OffRoadLimit, make_env, seeds_with_bend, wheels_off_road
 from agents.evaluation.evaluate import EvaluateConfig, evaluate
 from agents.experts import EXPERTS, check_expert, make_expert
 from agents.driving.policy import DrivingPolicy
@@ -83,6 +83,9 @@ class DaggerConfig:
     workers: int = 0  # rollout processes; 0: up to 2
     ray: str | None = None  # run the rollouts as Ray tasks on this cluster address ("local": a new local instance)
     seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i in round r
+    bend: float = 0.0  # > 0: the rollouts drive only tracks with a bend of at least this many degrees within 12 segments
+    # (agents.carracing.env.sharpest_bend; 150: hairpins, about one track in six), the next `episodes` of them from seed_start
+    # on each round: the policy's own states where it loses tracks, labelled. 0: every track
     max_steps: int = EPISODE_STEPS  # steps per rollout (CarRacing's limit is 1000)
     off_road_steps: int = 0  # > 0: a rollout ends once all four wheels have been off the road this many steps in a row: the
     # expert's labels for the way back are kept, the frames of a car lost on the grass are not (0: never)
@@ -104,6 +107,7 @@ class DaggerConfig:
              + (f"got {self.max_rounds})" if self.max_rounds else "none given)"))
         need(self.check >= 0, f"check must be >= 0 (episodes; 0: judge the rollouts; got {self.check})")
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
+        need(0.0 <= self.bend < 180.0, f"bend must be in [0, 180) degrees (0: every track; got {self.bend})")
         need(self.beta is None or 0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
         need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
         need(self.average >= 1, f"average must be >= 1 (rounds; 1: a round's own weights; got {self.average})")
@@ -381,6 +385,14 @@ def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, o
             env.close()
 
 
+def round_seeds(cfg: DaggerConfig, r: int) -> list[int]:
+    """Round r's rollout seeds: the next cfg.episodes seeds from cfg.seed_start on (with cfg.bend, of those whose track has
+    such a bend)."""
+    if cfg.bend:
+        return seeds_with_bend(cfg.seed_start, cfg.episodes, cfg.bend, skip=(r - 1) * cfg.episodes)
+    return [cfg.seed_start + (r - 1) * cfg.episodes + i for i in range(cfg.episodes)]
+
+
 def drives_perturbed(spec: str | None, seed: int) -> bool:
     """Whether the rollout on this seed is driven under the perturbation spec: the odd seeds, when there is one."""
     return spec is not None and seed % 2 == 1
@@ -429,7 +441,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
             break
         r += 1
         beta = base**r
-        seeds = [cfg.seed_start + (r - 1) * cfg.episodes + i for i in range(cfg.episodes)]
+        seeds = round_seeds(cfg, r)
         if len(state["rounds"]) < r:
             state["rounds"].append({"round": r, "beta": beta, "seeds": seeds, "perturb": spec, "trained": False,
                                     **({"extra": True} if r > cfg.rounds else {})})

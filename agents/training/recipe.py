@@ -56,6 +56,7 @@ class Recipe(ConfigDict):
     dagger_check: int = D.check  # ... judged on this many episodes its weights drive alone (dagger --check; 0: the rollouts) ...
     dagger_max_rounds: int = D.max_rounds  # ... up to this many rounds in all (dagger --max-rounds)
     dagger_episodes: int = D.episodes  # policy rollouts per round, labelled by the expert
+    dagger_bend: float = D.bend  # > 0: the rollouts only on tracks with a bend of at least this many degrees (dagger --bend)
     dagger_epochs: int = D.epochs  # training epochs after each round
     dagger_minutes: float | None = D.minutes  # also stop each round's training after this many minutes
     dagger_average: int = D.average  # > 1: the run's weights are the mean of its last K rounds' own, from round 2 on (dagger --average)
