@@ -10,9 +10,9 @@ from safetensors.torch import load_file
 
 from agents.training.tasks import train
 from agents.training.loop import TrainConfig
-from agents.carracing.env import STATE_FIELDS
+from agents.carracing.env import STATE_FIELDS, make_env, sharpest_bend
 from agents.carracing.seeds import CHECK_SEED
-from agents.training.dagger import (LOST_TILES, DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns,
+from agents.training.dagger import (LOST_TILES, DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns, round_seeds,
                                     selected_weights, wants_check)
 from agents.training import dagger as dagger_module
 from agents.driving.policy import DrivingPolicy
@@ -469,3 +469,17 @@ def test_a_rollout_that_has_ended_in_a_batch_labels_and_draws_no_more():
     observers[1].after_step(None, 0.0, False, False, {})
     assert batch.select_actions(np.zeros((2, 1)))[1] == 3
     assert (experts[0].seen, experts[1].seen) == (1, 2) and [m.expert_steps for m in batch.mixes] == [1, 2]
+
+
+def test_with_bend_each_round_drives_the_next_tracks_with_such_a_bend():
+    every = DaggerConfig(run="x", episodes=3, seed_start=10000)
+    assert round_seeds(every, 1) == [10000, 10001, 10002] and round_seeds(every, 2) == [10003, 10004, 10005]
+    hairpins = DaggerConfig(run="x", episodes=2, seed_start=10000, bend=150.0)
+    env = make_env(pixels=False)
+    first, second = round_seeds(hairpins, 1), round_seeds(hairpins, 2)
+    assert first[0] < first[1] < second[0] < second[1]
+    for seed in range(10000, second[1] + 1):
+        env.reset(seed=seed)
+        assert (sharpest_bend(env) >= 150.0) == (seed in first + second)
+    with pytest.raises(ConfigError, match="bend must be in \\[0, 180\\) degrees"):
+        DaggerConfig(run="x", bend=180.0)
