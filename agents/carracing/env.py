@@ -328,12 +328,15 @@ def seeds_with_bend(start: int, count: int, degrees: float, skip: int = 0, scan:
     """The seeds from `start` on whose track bends at least `degrees` (sharpest_bend), the first `skip` of them passed
     over, `count` of them; among at most `scan` seeds."""
     env, found = make_env(pixels=False), []
-    for seed in range(start, start + scan):
-        env.reset(seed=seed)
-        if sharpest_bend(env) >= degrees:
-            found.append(seed)
-            if len(found) == skip + count:
-                return found[skip:]
+    try:
+        for seed in range(start, start + scan):
+            env.reset(seed=seed)
+            if sharpest_bend(env) >= degrees:
+                found.append(seed)
+                if len(found) == skip + count:
+                    return found[skip:]
+    finally:
+        env.close()
     need(False, f"only {len(found)} of seeds {start}..{start + scan - 1} have a track bending {degrees:g} degrees within "
                 f"{BEND_SEGMENTS} segments, {skip + count} wanted; ask for a smaller bend (about one track in six reaches 150)")
     return []
