@@ -15,7 +15,7 @@ from pygame import gfxdraw
 
 from agents.carracing.render import DirectRenderer, blit_array, draw_scenario, road_polygons, view
 from agents.carracing.scenarios import CLEAN, Scenario
-from nac.config import need
+from nac.config import ConfigError, need
 
 ENV_ID = "CarRacing-v3"  # gymnasium's environment
 FAST_ID = "nacdrive/CarRacing-v3"  # the same, drawn faster (FastCarRacing): what make_env builds and recordings name
@@ -337,9 +337,8 @@ def seeds_with_bend(start: int, count: int, degrees: float, skip: int = 0, scan:
                     return found[skip:]
     finally:
         env.close()
-    need(False, f"only {len(found)} of seeds {start}..{start + scan - 1} have a track bending {degrees:g} degrees within "
-                f"{BEND_SEGMENTS} segments, {skip + count} wanted; ask for a smaller bend (about one track in six reaches 150)")
-    return []
+    raise ConfigError(f"only {len(found)} of seeds {start}..{start + scan - 1} have a track bending {degrees:g} degrees within "
+                      f"{BEND_SEGMENTS} segments, {skip + count} wanted; ask for a smaller bend (about one track in six reaches 150)")
 
 
 def car_state(env: gym.Env) -> CarState:
