@@ -82,6 +82,8 @@ class DrivingNetConfig(ConfigDict):
     # the policy's excess is the speed the frame's speed bar shows (agents.carracing.env.frame_speed) above it: the network then need
     # not read the bar, a few faint pixels, which networks trained on the excess misread (at a standstill they predicted
     # +2..+3 u/s and braked on, in 400 of 1000 steps of seed 10006), and it cannot ask for more than the expert's top speed
+    wheel_horizon: int = 1  # wheel_target: the steps the policy's decoder looks ahead when it chooses how to steer towards
+    # the angles asked (agents.carracing.env.WheelDecoder's horizon; 1: the nearest after this step)
     target_speeds: tuple[float, float] = (20.0, 75.0)  # wheel_speed "target": the least and most the expert's target speed
     # can be (u/s; the discrete track expert's min_speed and max_speed, agents.experts.track.TrackExpertConfig)
 
@@ -101,6 +103,8 @@ class DrivingNetConfig(ConfigDict):
         need(self.excess_scale > 0, f"excess_scale must be > 0 (got {self.excess_scale})")
         need(self.wheel_speed in WHEEL_SPEEDS, f"wheel_speed must be one of {', '.join(WHEEL_SPEEDS)} (got {self.wheel_speed!r})")
         need(self.wheel_speed == "excess" or self.wheel_target, "wheel_speed is for wheel-angle networks (wheel_target)")
+        need(1 <= self.wheel_horizon <= 4, f"wheel_horizon must be in [1, 4] steps: the decoder knows the angles asked up to its delay, 3 steps, ahead (got {self.wheel_horizon})")
+        need(self.wheel_horizon == 1 or self.wheel_target, "wheel_horizon is for wheel-angle networks (wheel_target)")
         self.target_speeds = tuple(float(v) for v in self.target_speeds)  # type: ignore[assignment]  # config.json holds a list
         need(len(self.target_speeds) == 2 and 0 <= self.target_speeds[0] < self.target_speeds[1],
              f"target_speeds must be two speeds, the least below the most (got {self.target_speeds})")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import product
 
 import gymnasium as gym
 import numpy as np
@@ -72,12 +74,34 @@ WHEEL_CHOICES = np.array([3, 1, 2])  # gas first: on a tie the engine stays on
 STEER_FIRST = 0.08  # rad: wheel_action steers instead of braking while its wheels are further than this from the target
 
 
-def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: np.ndarray | float) -> np.ndarray:
+@lru_cache(maxsize=None)
+def steer_sequences(steps: int) -> np.ndarray:
+    """Every sequence of `steps` steering choices (WHEEL_CHOICES: gas, right, left), (3 ** steps, steps), in the
+    order that puts gas first: wheel_steer's ties go to the engine, as wheel_action's do."""
+    return np.array(list(product(WHEEL_CHOICES, repeat=steps)), dtype=np.int64).reshape(-1, steps)
+
+
+def wheel_steer(aims: list[float], wheel: float) -> int:
+    """Gas (3), right (1) or left (2): the first action of the sequence of len(aims) of them whose wheels
+    (wheel_after, from `wheel`) come nearest aims[k] after its step k + 1, squared errors summed. One aim: the
+    action that brings the wheels nearest it after this step (wheel_action's choice). More: a sequence looks past
+    an aim that drops for a step and comes back (the planning expert's aims do, between its pulses), where the
+    one-step choice unwinds the wheels and steers again (docs/studies/discrete-wheel-decoder/)."""
+    seqs = steer_sequences(len(aims))
+    w, cost = np.full(len(seqs), float(wheel)), np.zeros(len(seqs))
+    for k, aim in enumerate(aims):
+        w = wheel_after(w, seqs[:, k])
+        cost += (w - aim) ** 2
+    return int(seqs[int(np.argmin(cost)), 0])
+
+
+def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: np.ndarray | float,
+                 steer: int | None = None) -> np.ndarray:
     """The discrete action that drives like a wheel-angle target, by the discrete track expert's
     speed rules on a speed excess (u/s above its target speed): brake (4) where the excess is above
     BRAKE_EXCESS and the wheels are within STEER_FIRST of the target; else whichever of gas (3, the
     wheel unwinds), right (1) and left (2) brings the wheel from `wheel` nearest `target` (radians,
-    as wheel_angle), with no action (0, the wheel unwinds as under gas) instead of gas where the
+    as wheel_angle; or `steer`, that choice made by wheel_steer over several steps), with no action (0, the wheel unwinds as under gas) instead of gas where the
     excess is above 0 (the expert's coast band, TrackExpertConfig.coast). Fed the discrete track
     expert's own planned angle PLAN_AHEAD steps ahead and its excess, this drives as the expert does
     while agreeing with its actions on only 76-81 % of the steps (docs/training.md): many pulse
@@ -87,8 +111,9 @@ def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: 
     bend, straightened its wheels and left the road (docs/studies/discrete-heads/README.md, 'Steering before braking').
     Elementwise."""
     target, wheel, excess = (np.asarray(a, dtype=np.float64) for a in (target, wheel, excess))
-    nxt = wheel_after(wheel[None], WHEEL_CHOICES.reshape((3,) + (1,) * wheel.ndim))  # (3, ...)
-    steer = WHEEL_CHOICES[np.abs(nxt - target[None]).argmin(0)]
+    if steer is None:
+        nxt = wheel_after(wheel[None], WHEEL_CHOICES.reshape((3,) + (1,) * wheel.ndim))  # (3, ...)
+        steer = WHEEL_CHOICES[np.abs(nxt - target[None]).argmin(0)]
     brake = (excess > BRAKE_EXCESS) & (np.abs(target - wheel) <= STEER_FIRST)
     return np.where(brake, 4, np.where((steer == 3) & (excess > 0), 0, steer))
 
@@ -261,12 +286,17 @@ class WheelDecoder:
     the expert's by up to three steps, and a network that turned in early cut the inside of a bend
     over the grass and skipped its tile. On one run's tuning seeds 20000..20019 delays of 0, 1, 2,
     3, 4 and 6 steps finished 15, 16, 18, 19, 18 and 15 laps of 20 (docs/studies/discrete-heads/README.md, 'The wheel
-    decoder's delay'). The first `delay` steps of an episode aim at its first output."""
+    decoder's delay'). The first `delay` steps of an episode aim at its first output.
 
-    def __init__(self, delay: int = WHEEL_DELAY) -> None:
+    With `horizon` h > 1 it steers by wheel_steer on the angles asked for this step and the h - 1 after it (the
+    outputs of `delay` steps before and later ones: h <= delay + 1)."""
+
+    def __init__(self, delay: int = WHEEL_DELAY, horizon: int = 1) -> None:
         if delay < 0:
             raise ValueError(f"WheelDecoder: delay must be >= 0 (got {delay})")
-        self.delay = delay
+        if not 1 <= horizon <= delay + 1:
+            raise ValueError(f"WheelDecoder: horizon must be in [1, delay + 1 = {delay + 1}] (got {horizon})")
+        self.delay, self.horizon = delay, horizon
         self.reset()
 
     def reset(self) -> None:
@@ -281,7 +311,11 @@ class WheelDecoder:
     def __call__(self, target: float, excess: float) -> int:
         """The action for this step's outputs: target (radians, positive = left) and excess (u/s)."""
         self._asked.append(float(target))
-        action = int(wheel_action(self.aim, excess, self.wheel))
+        steer = None
+        if self.horizon > 1:  # the angles due at this step and the next ones, the first output standing in for those before it
+            due = [self._asked[0]] * (self.delay + 1 - len(self._asked)) + list(self._asked)
+            steer = wheel_steer(due[: self.horizon], self.wheel)
+        action = int(wheel_action(self.aim, excess, self.wheel, steer))
         self.wheel = float(wheel_after(self.wheel, action))
         return action
 

@@ -122,7 +122,7 @@ class DrivingPolicy:
         self._batch = len(seeds)
         self._steps = 0
         self._credit = np.zeros((self._batch, self.cfg.outputs))  # "diffuse": each action's probability owed
-        self._decoders = [WheelDecoder() for _ in seeds]  # "wheel": the front wheels as the policy's own actions have turned them
+        self._decoders = [WheelDecoder(horizon=self.cfg.wheel_horizon) for _ in seeds]  # "wheel": the front wheels as the policy's own actions have turned them
         self._first: tuple[torch.Tensor, torch.Tensor] | None = None  # first frame's features (B, F) and times (B,)
         self._recent: deque[tuple[torch.Tensor, torch.Tensor]] = deque(maxlen=self.cfg.span)  # for window()
         # One head stream per phase of the frame stride: stream p sees steps p, p + s, p + 2s, ...

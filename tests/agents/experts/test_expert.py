@@ -3,11 +3,12 @@
 import numpy as np
 import pytest
 
-from agents.carracing.env import BRAKE_EXCESS, PLAN_AHEAD, STEER_FIRST, WheelDecoder, make_env, wheel_action, wheel_after
+from agents.carracing.env import BRAKE_EXCESS, PLAN_AHEAD, STEER_FIRST, WheelDecoder, make_env, wheel_action, wheel_after, wheel_steer
 from agents.experts import make_expert
 from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, racing_line
 from agents.driving.rollout import run_episode, summarize
 from nac.config import ConfigError
+from nac.driving import DrivingNetConfig
 
 
 class _Actions:
@@ -185,6 +186,53 @@ def test_the_wheel_decoder_aims_at_the_angle_asked_for_delay_steps_before():
     assert decoder.wheel == 0.0 and decoder(0.3, -10.0) == 2
     with pytest.raises(ValueError, match="delay must be >= 0"):
         WheelDecoder(delay=-1)
+
+
+def test_wheel_steer_plans_its_wheels_over_the_angles_asked():
+    """One aim: the nearest after one step, as wheel_action chooses. Several: the first action of the sequence whose
+    wheels come nearest them all, so that it steers on into an angle that grows where one step would unwind."""
+    for wheel in np.linspace(-0.42, 0.42, 15):
+        for aim in np.linspace(-0.4, 0.4, 17):
+            assert wheel_steer([aim], wheel) == int(wheel_action(aim, -10.0, wheel))
+    assert int(wheel_action(0.3, -10.0, 0.3)) == 3  # at the aim: gas (the wheels unwind 0.06, as far as a steer step overshoots)
+    assert wheel_steer([0.3, 0.36, 0.42], 0.3) == 2  # the aims ahead grow: left now
+    assert wheel_steer([0.3, 0.24, 0.18], 0.3) == 3  # they fall: gas, and the wheels unwind
+    assert wheel_steer([-0.3, -0.36, -0.42], -0.3) == 1  # and to the right
+    asked = (0.0, 0.0, 0.0, 0.0, 0.1, 0.2, 0.3)  # a turn asked faster than the wheels turn (0.06 a step)
+    ahead, now = WheelDecoder(horizon=PLAN_AHEAD + 1), WheelDecoder()  # given the angles due now and 3 steps on / now
+    assert [ahead(t, -10.0) for t in asked] == [3] * 6 + [2]  # at step 6 the 0.1, 0.2, 0.3 due next: turn in now
+    assert [now(t, -10.0) for t in asked] == [3] * 7  # the angle due at step 6 is 0 (asked at step 3): straight on
+    decoder = WheelDecoder(horizon=2)
+    assert decoder(0.2, -10.0) == 2 and decoder.aim == 0.2  # before the delay is up, the first output stands in
+    with pytest.raises(ValueError, match="horizon must be in"):
+        WheelDecoder(delay=2, horizon=4)
+    with pytest.raises(ConfigError, match="wheel_horizon must be in"):
+        DrivingNetConfig(action_space="discrete", wheel_target=True, wheel_horizon=5)
+    with pytest.raises(ConfigError, match="wheel_horizon is for wheel-angle networks"):
+        DrivingNetConfig(action_space="discrete", wheel_horizon=2)
+
+
+def test_a_decoder_that_looks_ahead_drives_the_experts_plan_through_a_hairpin():
+    """Fed the planning expert's own angles, which drop for a step between its pulses, the one-step decoder unwinds
+    its wheels in a 159-degree hairpin (seed 254) and leaves the road; looking 4 steps ahead it drives the lap."""
+    env = make_env(False, pixels=False)
+    expert = TrackFollowingExpert(env)
+
+    class Decoded:
+        def __init__(self, horizon):
+            self.horizon = horizon
+
+        def reset(self):
+            expert.reset()
+            self.decoder = WheelDecoder(horizon=self.horizon)
+
+        def select_action(self, obs):
+            expert.select_action(obs)
+            return self.decoder(expert.planned_wheel_angle, expert.speed_excess)
+
+    one, ahead = run_episode(env, Decoded(1), 254), run_episode(env, Decoded(PLAN_AHEAD + 1), 254)
+    assert not one.lap_finished and one.episode_return < 600
+    assert ahead.lap_finished and ahead.episode_return > 900
 
 
 def test_the_wheel_decoder_steers_before_it_brakes():

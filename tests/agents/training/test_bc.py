@@ -306,7 +306,7 @@ def test_a_network_trained_on_action_rates_learns_them_and_drives_by_diffusing_t
 
 
 def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_it(tiny_demos, tiny_demos_continuous, tmp_path):
-    from agents.carracing.env import wheel_after
+    from agents.carracing.env import WheelDecoder, wheel_after
     from agents.evaluation.evaluate import describe_run
     from nac.driving import DrivingNet, DrivingNetConfig
 
@@ -363,6 +363,11 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
         assert policy.last["brake"] == (a == 4) == (policy.last["speed_excess"] > 3.0)
         wheel = float(wheel_after(wheel, a))
         assert policy.last["wheel"] == wheel  # the policy follows its wheels from its own actions
+    looking = DrivingPolicy(DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True, wheel_horizon=4)))
+    reference = WheelDecoder(horizon=4)  # the run's decoder is the one its config names, fed the network's outputs
+    for f in frames[:20]:
+        a = looking.select_action(f)
+        assert a == reference(looking.last["wheel_target"], looking.last["speed_excess"])
     from agents.figures.saliency import saliency
 
     heat = saliency(policy, frames[19], a)  # Grad-CAM of the wheel angle (two outputs: no logit per action)
