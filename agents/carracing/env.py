@@ -101,10 +101,11 @@ def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: 
     speed rules on a speed excess (u/s above its target speed): brake (4) where the excess is above
     BRAKE_EXCESS and the wheels are within STEER_FIRST of the target; else whichever of gas (3, the
     wheel unwinds), right (1) and left (2) brings the wheel from `wheel` nearest `target` (radians,
-    as wheel_angle; or `steer`, that choice made by wheel_steer over several steps), with no action (0, the wheel unwinds as under gas) instead of gas where the
-    excess is above 0 (the expert's coast band, TrackExpertConfig.coast). Fed the discrete track
-    expert's own planned angle PLAN_AHEAD steps ahead and its excess, this drives as the expert does
-    while agreeing with its actions on only 76-81 % of the steps (docs/training.md): many pulse
+    as wheel_angle; or `steer`, that choice made by wheel_steer over several steps), with no action
+    (0, the wheel unwinds as under gas) instead of gas where the excess is above 0 (the expert's coast
+    band, TrackExpertConfig.coast). Fed the discrete track expert's own planned angle PLAN_AHEAD steps
+    ahead and its excess, this drives the expert's path on most tracks (not through every hairpin:
+    docs/studies/discrete-wheel-decoder/) while agreeing with its actions on only 76-81 % of the steps (docs/training.md): many pulse
     patterns give the same path, which is why a network learns the angle better than the pulses.
     Steering first: a discrete car cannot steer and brake in one step, and braking unwinds its
     wheels; the expert brakes on the straight before a bend, but a policy that brakes late, in the
