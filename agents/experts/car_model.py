@@ -166,19 +166,22 @@ def nearest(pts: np.ndarray, i: int, x: float, y: float) -> int:
 
 
 @numba.njit(cache=True)
-def base_action(s: np.ndarray, consts: np.ndarray, pts: np.ndarray, seg: np.ndarray, v2: np.ndarray, cfg: np.ndarray,
-                idx: int, pulse: int) -> tuple[int, int, int]:
+def base_action(s: np.ndarray, consts: np.ndarray, pts: np.ndarray, seg: np.ndarray, v2: np.ndarray, centre: np.ndarray,
+                normal: np.ndarray, cfg: np.ndarray, idx: int, pulse: int) -> tuple[int, int, int]:
     """TrackFollowingExpert._base_action for a discrete expert on the model's car: (action, its
     index on the line, its steering pulse). cfg: lookahead, lookahead_per_speed, braking_decel,
-    min_speed, max_speed, speed_margin, coast, steer_tolerance, steer_hold, wheelbase."""
+    min_speed, max_speed, speed_margin, coast, steer_tolerance, steer_hold, wheelbase, road half-width,
+    the most wheel angle off the road (RECOVER_LOCK)."""
     x, y, vx, vy = hull_pose(s, consts)
     speed = math.sqrt(vx * vx + vy * vy)
     c, sn = math.cos(s[ANG]), math.sin(s[ANG])
     fx, fy, rx, ry = -sn, c, c, sn
     i = nearest(pts, idx, x, y)
     n = pts.shape[0]
-    j, d, reach = i, 0.0, cfg[0] + cfg[1] * speed
-    while d < reach:  # _point_ahead
+    reach = cfg[0] + cfg[1] * speed
+    beyond = abs((x - centre[i, 0]) * normal[i, 0] + (y - centre[i, 1]) * normal[i, 1]) - cfg[10]
+    j, d, far = i, 0.0, reach if beyond <= 0 else reach + beyond
+    while d < far:  # _point_ahead
         d += seg[j]
         j = (j + 1) % n
     tx, ty = pts[j, 0], pts[j, 1]
@@ -193,6 +196,10 @@ def base_action(s: np.ndarray, consts: np.ndarray, pts: np.ndarray, seg: np.ndar
         d += seg[j]
         best = min(best, v2[j] + decel2 * max(d - 5.0, 0.0))
     v_target = min(max(math.sqrt(best), cfg[3]), cfg[4])
+    if beyond > 0:  # off the road: the way back
+        lean = math.sin(alpha) if abs(alpha) < math.pi / 2 else math.copysign(1.0, alpha)
+        arc = math.atan2(2 * cfg[9] * lean, min(math.hypot(x_right, y_fwd), reach))
+        delta = max(-cfg[11], min(cfg[11], arc))
     if speed > v_target + cfg[5]:
         return 4, i, 0
     wheel = -s[JOINT]  # right-positive, as delta
@@ -215,21 +222,21 @@ def base_action(s: np.ndarray, consts: np.ndarray, pts: np.ndarray, seg: np.ndar
 @numba.njit(cache=True)
 def rollouts(start: np.ndarray, consts: np.ndarray, anchors: np.ndarray, pts: np.ndarray, seg: np.ndarray,
              v2: np.ndarray, centre: np.ndarray, normal: np.ndarray, cfg: np.ndarray, candidates: np.ndarray,
-             idx0: int, pulse0: int, horizon: int, ahead: int, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+             idx0: int, pulse0: int, horizon: int, ahead: int, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every candidate (action, steps held) rolled out `horizon` steps from the car state `start`,
     the expert driving after the held action: (score, the front-wheel joint angle after `ahead`
-    steps) per candidate. The score is _Lookahead's: distance gained along the line, plus
+    steps, whether a wheel is still more than weights[3] off the road on the last step) per candidate. The score is _Lookahead's: distance gained along the line, plus
     weights[0] seconds of the final speed, minus weights[1] per step with a wheel off the road
-    and weights[2] per step with one more than weights[3] off it."""
+    and weights[2] per step with one more than weights[3] off it"""
     n_c, n = candidates.shape[0], pts.shape[0]
-    scores, wheel_ahead = np.empty(n_c), np.empty(n_c)
+    scores, wheel_ahead, lost = np.empty(n_c), np.empty(n_c), np.empty(n_c, dtype=np.bool_)
     on_road = np.empty(4, dtype=np.bool_)
     half_width = cfg[10]
     for ci in range(n_c):
         s = start.copy()
         idx, pulse, penalty = idx0, pulse0, 0.0
         for t in range(horizon):
-            a, idx, pulse = base_action(s, consts, pts, seg, v2, cfg, idx, pulse)
+            a, idx, pulse = base_action(s, consts, pts, seg, v2, centre, normal, cfg, idx, pulse)
             if t < candidates[ci, 1]:
                 a = candidates[ci, 0]
                 pulse = a if (a == 1 or a == 2) else 0
@@ -242,6 +249,7 @@ def rollouts(start: np.ndarray, consts: np.ndarray, anchors: np.ndarray, pts: np
                 on_road[k] = off <= 0
                 worst = max(worst, off)
             penalty += weights[1] * (worst > 0) + weights[2] * (worst > weights[3])
+            lost[ci] = worst > weights[3]
             model_step(s, a, on_road, consts, anchors)
             if t == ahead - 1:
                 wheel_ahead[ci] = s[JOINT]
@@ -254,4 +262,4 @@ def rollouts(start: np.ndarray, consts: np.ndarray, anchors: np.ndarray, pts: np
         sx, sy = pts[e1, 0] - pts[end, 0], pts[e1, 1] - pts[end, 1]
         gained += ((x - pts[end, 0]) * sx + (y - pts[end, 1]) * sy) / max(math.sqrt(sx * sx + sy * sy), 1e-6)
         scores[ci] = gained + weights[0] * math.sqrt(vx * vx + vy * vy) - penalty
-    return scores, wheel_ahead
+    return scores, wheel_ahead, lost

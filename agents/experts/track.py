@@ -18,6 +18,11 @@ the car is on the gas. With `plan_horizon` > 0 (the discrete default) each step'
 also checked against a few alternatives by simulating a copy of the car ahead (_Lookahead).
 Continuous actions: the car is rear-wheel drive, so throttle is cut in proportion to steering
 (full throttle while steering spins it out).
+
+Off the road (the car's centre beyond the road's edge, as a policy it labels may leave it) the
+expert steers back: towards a point further along its line by the distance beyond the edge, at
+up to RECOVER_LOCK, the continuous car at no more than recover_speed. Its DAgger labels there
+are the way back, not straight on across the grass (docs/studies/expert-way-back/).
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from nac.config import ConfigError
 WHEELBASE = 3.24  # front to rear axle, Box2D units ((80 + 82) * car_dynamics.SIZE)
 ROAD_HALF_WIDTH = 40 / 6  # car_racing.TRACK_WIDTH: the road's half-width, Box2D units
 CAR_HALF_WIDTH = 1.4  # centre to the outer edge of a wheel ((55 + 14) * car_dynamics.SIZE)
+RECOVER_LOCK = 0.3  # off the road: the most wheel angle (rad) steered towards it, so that a discrete pulse ends
+# (at this angle plus steer_hold, short of the joint's stop at 0.42) and gas keeps the car moving
 
 
 @dataclass
@@ -57,10 +64,11 @@ class TrackExpertConfig:
     gas_gain: float = 0.05  # continuous: throttle per unit of speed below target
     brake_gain: float = 0.03  # continuous: brake per unit of speed above target
     throttle_cut_in_turns: float = 0.8  # continuous: throttle *= 1 - cut * |steer|
+    recover_speed: float = 35.0  # continuous: off the road, at most this speed (u/s) on the way back to it
     plan_horizon: int = 0  # discrete: steps simulated ahead to check each step's action (0: no look-ahead)
 
     def __post_init__(self) -> None:
-        for name in ("lookahead", "lateral_accel", "braking_decel", "min_speed", "max_speed"):
+        for name in ("lookahead", "lateral_accel", "braking_decel", "min_speed", "max_speed", "recover_speed"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"track expert: {name} must be > 0 (got {getattr(self, name)})")
         if not 0 <= self.throttle_cut_in_turns <= 1:
@@ -132,6 +140,7 @@ class TrackFollowingExpert:
         beta = np.array([t[1] for t in track])  # the road's cross direction at each point
         normal = np.stack([np.cos(beta), np.sin(beta)], axis=1)
         self._pts = racing_line(centre, normal, self.config.line_room)  # (N, 2) the line driven
+        self._road = [(cx, cy, nx, ny) for (cx, cy), (nx, ny) in zip(centre.tolist(), normal.tolist())]  # off-road test
         seg = np.roll(self._pts, -1, axis=0) - self._pts
         self._seg_len = np.linalg.norm(seg, axis=1)  # (N,) length of segment i -> i+1
         # Python lists for the per-step scalar lookups (numpy indexing costs ~10x more per element; the planner makes
@@ -160,6 +169,11 @@ class TrackFollowingExpert:
                 best, best_d = k % n, d
         self._idx = best
         return best
+
+    def _beyond_edge(self, i: int, x: float, y: float) -> float:
+        """How far the point (x, y) is beyond the road's edge at centreline point i (negative: on the road)."""
+        cx, cy, nx, ny = self._road[i]
+        return abs((x - cx) * nx + (y - cy) * ny) - ROAD_HALF_WIDTH
 
     def _point_ahead(self, i: int, distance: float) -> tuple[float, float]:
         n, d, seg = len(self._pts), 0.0, self._seg_list
@@ -198,12 +212,25 @@ class TrackFollowingExpert:
         speed = math.sqrt(vx * vx + vy * vy)
         (fx, fy), (rx, ry) = hull.GetWorldVector((0, 1)), hull.GetWorldVector((1, 0))
         i = self._nearest(x, y)
-        tx, ty = self._point_ahead(i, cfg.lookahead + cfg.lookahead_per_speed * speed)
+        reach = cfg.lookahead + cfg.lookahead_per_speed * speed
+        beyond = self._beyond_edge(i, x, y)
+        # Off the road the target is further ahead by the distance beyond the road's edge, so that the car comes back
+        # at a slant instead of orbiting a point beside it.
+        tx, ty = self._point_ahead(i, reach if beyond <= 0 else reach + beyond)
         x_right, y_fwd = (tx - x) * rx + (ty - y) * ry, (tx - x) * fx + (ty - y) * fy
         alpha = np.arctan2(x_right, y_fwd)
         # Pure pursuit: wheel angle (positive = right) that puts the target on the car's arc.
         delta = float(np.arctan2(2 * WHEELBASE * np.sin(alpha), max(np.hypot(x_right, y_fwd), 1e-3)))
         v_target = self.target_speed(i, speed)
+        if beyond > 0:
+            # Off the road the arc to a far target is nearly straight, and to one behind the car there is none: the car
+            # drove on across the grass. The way back: the arc through the target as if it were `reach` away (full lock
+            # once it is behind), at most RECOVER_LOCK, so that discrete pulses end and gas keeps the car moving.
+            lean = math.sin(alpha) if abs(alpha) < math.pi / 2 else math.copysign(1.0, alpha)
+            arc = math.atan2(2 * WHEELBASE * lean, min(math.hypot(x_right, y_fwd), reach))
+            delta = max(-RECOVER_LOCK, min(RECOVER_LOCK, arc))
+            if cfg.continuous:  # with more, the rear-wheel-drive car spins on the grass (the discrete car's gas is weak)
+                v_target = min(v_target, cfg.recover_speed)
         if car is self.env.unwrapped.car:  # the real car, not one the planner simulates
             self.speed_excess = speed - v_target
         if cfg.continuous:
@@ -264,7 +291,8 @@ class _Lookahead:
     after the alternative; every candidate is rolled out in one compiled call. Score: distance gained
     along the line, plus 0.3 s of the final speed, minus 0.5 per step with a wheel off the road
     (grass grip is applied to that wheel) and 1000 per step more than 2 units off. The best wins if
-    it beats the expert's own action by 0.05. This is one step of policy improvement by rollouts
+    it beats the expert's own action by 0.05; where every candidate is still more than 2 units off
+    at the horizon (a car far out on the grass), the expert's own action, its way back, is taken. This is one step of policy improvement by rollouts
     (Bertsekas): written here because no library plans on a CarRacing car, and it needs the
     environment's privileged state.
     """
@@ -285,7 +313,8 @@ class _Lookahead:
         self.line = (np.ascontiguousarray(expert._pts, dtype=np.float64), np.asarray(expert._seg_len, dtype=np.float64),
                      np.asarray(expert._v_curve_sq, dtype=np.float64))
         self.cfg = np.array([cfg.lookahead, cfg.lookahead_per_speed, cfg.braking_decel, cfg.min_speed, cfg.max_speed,
-                             cfg.speed_margin, float(cfg.coast), cfg.steer_tolerance, cfg.steer_hold, WHEELBASE, ROAD_HALF_WIDTH])
+                             cfg.speed_margin, float(cfg.coast), cfg.steer_tolerance, cfg.steer_hold, WHEELBASE, ROAD_HALF_WIDTH,
+                             RECOVER_LOCK])
 
     def choose(self, expert: "TrackFollowingExpert", real: Any) -> tuple[int, float]:
         """The action, and the wheel angle its rollout reaches PLAN_AHEAD steps later."""
@@ -294,9 +323,13 @@ class _Lookahead:
         idx, pulse = expert._idx, expert._pulse
         base = int(expert._base_action(real))
         cands = [(base, 1)] + [c for c in self.candidates if c != (base, 1)]
-        scores, ahead = car_model.rollouts(
+        scores, ahead, lost = car_model.rollouts(
             car_model.car_state(real, self._consts), self._consts, car_model.WHEEL_ANCHORS, *self.line, self.centre,
             self.normal, self.cfg, np.array(cands, dtype=np.int64), idx, pulse, self.horizon, PLAN_AHEAD, self._weights)
+        if lost.all():
+            # No alternative is back on the road at the horizon: the score (distance along the line) cannot compare
+            # ways back, and on the grass it favoured driving on; the base action's way back is taken.
+            return base, float(ahead[0])
         best = int(np.argmax(scores))  # the first of equal scores, the expert's own action first
         if scores[best] > scores[0] + self.MARGIN:
             action = cands[best][0]

@@ -53,10 +53,10 @@ def test_batched_rollouts_are_each_candidates_own_rollout():
     cands = np.array([(3, 1), (1, 1), (2, 1), (4, 1), (3, 3), (3, 6), (1, 4)], dtype=np.int64)
     args = (consts, car_model.WHEEL_ANCHORS, *planner.line, planner.centre, planner.normal, planner.cfg)
     tail = (expert._idx, expert._pulse, 40, 3, planner._weights)
-    scores, ahead = car_model.rollouts(start, *args, cands, *tail)
+    scores, ahead, lost = car_model.rollouts(start, *args, cands, *tail)
     for k, cand in enumerate(cands):
-        one, one_ahead = car_model.rollouts(start, *args, cand[None], *tail)
-        assert one[0] == scores[k] and one_ahead[0] == ahead[k]
+        one, one_ahead, one_lost = car_model.rollouts(start, *args, cand[None], *tail)
+        assert one[0] == scores[k] and one_ahead[0] == ahead[k] and one_lost[0] == lost[k]
     assert np.array_equal(start, car_model.car_state(real, consts))  # the start state is not touched
     assert len(set(scores.tolist())) > 3  # the candidates drive differently
     assert 20 < scores.max() < 80  # 40 steps at 25-75 u/s gain 20-60 units along the line, plus 0.3 s of speed
@@ -87,10 +87,31 @@ def test_the_compiled_rule_is_the_experts_rule():
     same = steps = 0
     for _ in range(400):
         idx, pulse = expert._idx, expert._pulse
-        compiled = car_model.base_action(car_model.car_state(real, consts), consts, *planner.line, planner.cfg, idx, pulse)
+        compiled = car_model.base_action(car_model.car_state(real, consts), consts, *planner.line, planner.centre, planner.normal,
+                                          planner.cfg, idx, pulse)
         ours = (int(expert._base_action(real)), expert._idx, expert._pulse)
         expert._idx, expert._pulse = idx, pulse
         same += tuple(int(v) for v in compiled) == ours
         steps += 1
         env.step(int(expert.select_action()))
     assert same >= steps - 2, f"{same} of {steps}"
+
+
+def test_the_compiled_rule_is_the_experts_rule_off_the_road():
+    """The same off the road, where both steer back: on the states of a car that drove on with gas across the
+    grass beyond a bend (the hull's centre beyond the road's edge on most of them)."""
+    env, expert = _expert_episode(303, 0)
+    real, planner = env.unwrapped.car, expert._planner
+    consts = car_model.car_constants(real)
+    same = off = 0
+    for _ in range(200):
+        expert._base_action(real)  # its line index, following the car
+        idx = expert._idx
+        off += expert._beyond_edge(idx, *real.hull.position) > 0
+        compiled = car_model.base_action(car_model.car_state(real, consts), consts, *planner.line, planner.centre, planner.normal,
+                                          planner.cfg, idx, 0)
+        expert._idx, expert._pulse = idx, 0
+        same += tuple(int(v) for v in compiled) == (int(expert._base_action(real)), expert._idx, expert._pulse)
+        expert._idx = idx
+        env.step(3)
+    assert off >= 60 and same >= 198, f"{off} steps off the road; the same action on {same} of 200"
