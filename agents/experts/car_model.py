@@ -225,9 +225,10 @@ def rollouts(start: np.ndarray, consts: np.ndarray, anchors: np.ndarray, pts: np
              idx0: int, pulse0: int, horizon: int, ahead: int, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every candidate (action, steps held) rolled out `horizon` steps from the car state `start`,
     the expert driving after the held action: (score, the front-wheel joint angle after `ahead`
-    steps, whether a wheel is still more than weights[3] off the road on the last step) per candidate. The score is _Lookahead's: distance gained along the line, plus
-    weights[0] seconds of the final speed, minus weights[1] per step with a wheel off the road
-    and weights[2] per step with one more than weights[3] off it"""
+    steps, whether a wheel is still more than weights[3] off the road on the last step) per
+    candidate. The score is _Lookahead's: distance gained along the line, plus weights[0] seconds
+    of the final speed, minus weights[1] per step with a wheel off the road and weights[2] per
+    step with one more than weights[3] off it."""
     n_c, n = candidates.shape[0], pts.shape[0]
     scores, wheel_ahead, lost = np.empty(n_c), np.empty(n_c), np.empty(n_c, dtype=np.bool_)
     on_road = np.empty(4, dtype=np.bool_)
