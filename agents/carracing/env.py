@@ -105,8 +105,9 @@ def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: 
     (0, the wheel unwinds as under gas) instead of gas where the excess is above 0 (the expert's coast
     band, TrackExpertConfig.coast). Fed the discrete track expert's own planned angle PLAN_AHEAD steps
     ahead and its excess, this drives the expert's path on most tracks (not through every hairpin:
-    docs/studies/discrete-wheel-decoder/) while agreeing with its actions on only 76-81 % of the steps (docs/training.md): many pulse
-    patterns give the same path, which is why a network learns the angle better than the pulses.
+    docs/studies/discrete-wheel-decoder/) while agreeing with its actions on only 76-81 % of the
+    steps (docs/training.md): many pulse patterns give the same path, which is why a network learns
+    the angle better than the pulses.
     Steering first: a discrete car cannot steer and brake in one step, and braking unwinds its
     wheels; the expert brakes on the straight before a bend, but a policy that brakes late, in the
     bend, straightened its wheels and left the road (docs/studies/discrete-heads/README.md, 'Steering before braking').

@@ -292,9 +292,9 @@ class _Lookahead:
     along the line, plus 0.3 s of the final speed, minus 0.5 per step with a wheel off the road
     (grass grip is applied to that wheel) and 1000 per step more than 2 units off. The best wins if
     it beats the expert's own action by 0.05; where every candidate is still more than 2 units off
-    at the horizon (a car far out on the grass), the expert's own action, its way back, is taken. This is one step of policy improvement by rollouts
-    (Bertsekas): written here because no library plans on a CarRacing car, and it needs the
-    environment's privileged state.
+    at the horizon (a car far out on the grass), the expert's own action, its way back, is taken.
+    This is one step of policy improvement by rollouts (Bertsekas): written here because no library
+    plans on a CarRacing car, and it needs the environment's privileged state.
     """
 
     CANDIDATES = ((1, 1), (2, 1), (3, 1), (4, 1), (3, 3), (3, 6))  # (action, steps held)

@@ -286,24 +286,22 @@ def test_the_expert_brings_a_car_back_from_the_grass(continuous):
     expert.reset()
     gas = np.array([0.0, 1.0, 0.0], dtype=np.float32) if continuous else 3
     car = env.unwrapped.car
+
+    def beyond():  # the car's centre beyond the road's edge (negative: on the road)
+        return expert._beyond_edge(expert._idx, *car.hull.position)
+
     for t in range(200):
         expert.select_action()  # follows the car along its line
         env.step(gas)
-        if expert._idx >= 0 and abs(_lateral(expert, car)) > 20:
+        if beyond() > 20 - ROAD_HALF_WIDTH:
             break
-    assert abs(_lateral(expert, car)) > 20, "the car did not leave the road"
+    assert beyond() > 20 - ROAD_HALF_WIDTH, "the car did not leave the road"
     start = expert._idx
     back = None
     for t in range(300):
         env.step(expert.select_action())
-        if back is None and abs(_lateral(expert, car)) < ROAD_HALF_WIDTH - 2:
+        if back is None and beyond() < -2:
             back = t
     assert back is not None and back < 200, f"back on the road after {back} steps"
     assert (expert._idx - start) % len(env.unwrapped.track) > 20  # and on along the track
-    assert abs(_lateral(expert, car)) < ROAD_HALF_WIDTH
-
-
-def _lateral(expert, car):
-    cx, cy, nx, ny = expert._road[expert._idx]
-    x, y = car.hull.position
-    return (x - cx) * nx + (y - cy) * ny
+    assert beyond() < 0
