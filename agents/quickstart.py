@@ -19,7 +19,7 @@ from agents.training.tasks import train
 from agents.training.loop import TrainConfig
 from agents.training.collect import CollectConfig, collect
 from agents.carracing.env import EPISODE_STEPS
-from agents.carracing.seeds import CHECK_SEED, HELD_OUT_SEED
+from agents.carracing.seeds import CHECK_SEED, VALIDATION_SEED
 from agents.training.dagger import DaggerConfig, check_worst, dagger, rollout_returns, selected_weights
 from agents.training.recipe import PRESETS, WHEEL_TARGET, Recipe, preset_recipe
 from agents.evaluation.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
@@ -51,7 +51,7 @@ class QuickstartConfig:
     eval_episodes: int = 10  # held-out evaluation episodes, seeds eval_seed_start..
     scenarios: list[str] = field(default_factory=list)  # the report also drives the held-out seeds in these generalization
     # scenarios (agents.carracing.scenarios), one leaderboard each beside the clean one
-    eval_seed_start: int = HELD_OUT_SEED  # the first held-out seed
+    eval_seed_start: int = VALIDATION_SEED  # the first held-out seed
     workers: int = 0  # processes for driving; 0: up to 2
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit)
     seed: int = 0  # seed of the whole job: demonstrations from seed 1000 x S, training seed S, DAgger rollouts from 1 000 000 + 1000 x S

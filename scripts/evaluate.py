@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from agents.carracing.seeds import TEST_SEED, VALIDATION_SEED
 from agents.evaluation.evaluate import EvaluateConfig
 from scripts.args import add_ray_flag, add_scenario_flag
 from scripts.options import add_fields, field_values
@@ -20,7 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "and min return, 95 percent confidence interval, share of episodes >= 900 (solved), of finished "
             "laps and of track tiles visited, policy latency p50/p99 per step on one CPU thread, and the "
             "run's offline validation accuracy. The track expert drives the same seeds as a reference row. "
-            "Ctrl-C keeps the finished episodes' results."
+            "Ctrl-C keeps the finished episodes' results. The seeds are the validation tracks by default "
+            f"({VALIDATION_SEED}..), where settings are chosen; a result to report is driven once, at the end, on the "
+            f"test tracks (--seed-start {TEST_SEED}). The leaderboard names which it drove."
         ),
     )
     names = add_fields(p, EvaluateConfig, skip=("ray", "perturb", "scenario"), positional=("runs",))
@@ -48,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
         EvaluateConfig(**field_values(args, args.fields), ray=args.ray, perturb=spec, scenario=scenario)
         for scenario in args.scenario or ["clean"] for spec in specs  # all checked before the first episode
     ]
-    seeds = f"seeds {args.seed_start}..{args.seed_start + args.episodes - 1}"
+    from agents.carracing.seeds import track_range
+
+    seeds = track_range(args.seed_start, args.episodes)  # says whether they are the validation or the test tracks
     rows: list = []
     for cfg in configs:
         title = seeds + ("" if cfg.scenario == "clean" else f", scenario {cfg.scenario}") + ("" if cfg.perturb is None else f", perturbation {cfg.perturb}")
@@ -87,5 +92,5 @@ def _report(rows: list, args: argparse.Namespace, title: str | None) -> None:
         print(f"wrote {args.json}")
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(table + "\n")
+        args.markdown.write_text(f"Leaderboard, {rows[0]['tracks']}:\n\n{table}\n" if rows else table + "\n")
         print(f"wrote {args.markdown}")

@@ -1,5 +1,5 @@
-"""`nacdrive study`: heads x training seeds (x variants), trained and evaluated alike, reported
-with IQM, stratified bootstrap intervals, performance profiles and probability of improvement."""
+"""`nacdrive study`: heads x training seeds (x variants), trained and evaluated alike, reported run
+by run: IQM and mean with intervals over runs and tracks, P(X > Y) over runs, performance profiles."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 
+from agents.carracing.seeds import TEST_SEED
 from agents.studies.config import StudyConfig
+from agents.studies.stats import FEW_RUNS
 from agents.training.recipe import PRESETS, Recipe
 from scripts.args import add_ray_flag, add_scenario_flag, positive_int
 from scripts.options import add_fields, field_values
@@ -16,19 +18,23 @@ from scripts.options import add_fields, field_values
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "study",
-        help="several training runs per head, evaluated alike, compared with IQM and bootstrap intervals (rliable)",
+        help="several training runs per head, evaluated alike, compared run by run: IQM, intervals over runs, P(X > Y)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Runs a grid of training runs (variants x heads x training seeds) by one recipe: one demonstration set recorded\n"
             "and shared, behaviour cloning, DAgger (agents/pretrained/README.md's recipe by default); then drives every run on\n"
-            "the same held-out seeds at every --perturb level, with the expert on the same seeds as reference.\n"
+            "the same held-out seeds at every --perturb level, with the expert on the same seeds as reference. The seeds are\n"
+            f"the validation tracks by default, where recipe decisions are taken; drive the test tracks (--seed-start {TEST_SEED})\n"
+            "once, at the end, for a result to report.\n"
             "--task udacity: PilotNet runs on one stand-in recording ('sim --record'), each episode driven by the stand-in\n"
             "simulator through a bridge of its own, as 'drive' + 'sim' do (recipe keys: epochs, lr, batch_size, val_fraction,\n"
             "net.*; heads include dense, PilotNet's own layers; the report gives each head's validation MSE).\n"
             "Everything lands in OUT/study.json as it finishes; run the same command again to continue an interrupted\n"
             "study (finished runs and episodes are never redone; the grid may grow). The report (OUT/report/report.md,\n"
-            "report.json, plots) gives per group the IQM and mean with 95 % stratified bootstrap intervals, each run's mean,\n"
-            "performance profiles and P(nac > other), computed with rliable, and the CPU-hours its runs and episodes took.\n\n"
+            "report.json, plots) counts training runs, not episodes: each run's mean, IQM, laps and worst track; per group the\n"
+            "IQM and mean with 95 % intervals over runs and tracks; P(nac > other) as the chance that a run of one beats a run\n"
+            "of the other, with its interval and the runs it would take to separate the difference; a warning for groups of\n"
+            f"fewer than {FEW_RUNS} runs; performance profiles (rliable); and the CPU-hours its runs and episodes took.\n\n"
             "examples:\n"
             "  nacdrive study --heads nac lstm gru cfc mha --seeds 3 --episodes 50 --out runs/study\n"
             "  nacdrive study --heads nac --seeds 3 --variant base --variant bc:dagger_rounds=0 --out runs/bc-vs-dagger\n"

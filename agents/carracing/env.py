@@ -28,6 +28,8 @@ RENDERERS = ("direct", "gymnasium")
 RENDERER = "direct"
 FPS = 50  # CarRacing's physics and frame rate (gymnasium.envs.box2d.car_racing.FPS)
 EPISODE_STEPS = 1000  # gymnasium's TimeLimit for CarRacing-v3
+RETURN_BOUNDS = (-200.0, 1000.0)  # every return an episode can have: 1000 for all tiles, less 0.1 a step; -100 for leaving the
+# playfield, at the latest at the last step
 # Discrete actions of CarRacing-v3 (note: 1 steers RIGHT, 2 LEFT; gas is only 0.2).
 ACTIONS = ("noop", "right", "left", "gas", "brake")
 WHEEL_LIMIT = 0.4  # the front-wheel joint's limit, radians

@@ -18,7 +18,7 @@ import torch
 
 from agents.carracing import perturb, scenarios
 from agents.carracing.env import EPISODE_STEPS, RENDERER, RENDERERS, check_renderer, make_env
-from agents.carracing.seeds import HELD_OUT_SEED, SELECT_SEED
+from agents.carracing.seeds import SELECT_SEED, VALIDATION_SEED, track_range
 from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.driving.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
 from agents.driving.executor import ExecutorConfig, storage_path
@@ -31,7 +31,8 @@ from nac.config import ConfigError, need
 class EvaluateConfig:
     runs: list[str]  # run folders (nacdrive train / dagger, or agents/pretrained/<head>)
     episodes: int = 50  # episodes per run
-    seed_start: int = HELD_OUT_SEED  # seeds seed_start, seed_start + 1, ... (none may be a seed the run trained on)
+    seed_start: int = VALIDATION_SEED  # seeds seed_start, seed_start + 1, ...: the validation tracks by default; the test
+    # tracks (agents.carracing.seeds.TEST_SEED on) for a result to report, driven once at the end; none may be a seed the run trained on
     workers: int = 0  # processes; 0: up to 2
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     weights: str = field(default="best", metadata={"choices": WEIGHTS})  # which weights of each run: best (validation) or last
@@ -197,6 +198,7 @@ def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: l
         "latency_p50_ms": float(np.percentile(lat, 50)) if lat.size else None,
         "latency_p99_ms": float(np.percentile(lat, 99)) if lat.size else None,
         "val_accuracy": info.val_accuracy,
+        "tracks": track_range(cfg.seed_start, cfg.episodes),  # validation or test tracks (agents.carracing.seeds)
         "seeds": [r.seed for r in results],
         "returns": [r.episode_return for r in results],
         "tiles": [r.tiles_visited for r in results],  # each episode's share of its track's tiles
@@ -253,6 +255,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
                 "perturbation": perturb.CLEAN, "scenario": cfg.scenario,
                 **{k: r[k] for k in r if k not in ("config", "episodes_detail", "expert")},
                 "latency_p50_ms": None, "latency_p99_ms": None, "val_accuracy": None, "reference": True,
+                "tracks": track_range(cfg.seed_start, cfg.episodes),
             })
         rows.sort(key=lambda r: -r["mean_return"])
     return rows

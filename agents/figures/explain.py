@@ -24,7 +24,7 @@ import torch
 from agents.training.bc import CLASSES, action_classes
 from agents.carracing.env import EPISODE_STEPS, make_env
 from agents.carracing.scenarios import CLEAN
-from agents.carracing.seeds import HELD_OUT_SEED
+from agents.carracing.seeds import VALIDATION_SEED
 from agents.experts import make_expert
 from agents.driving.policy import DrivingPolicy
 from agents.figures.saliency import saliency
@@ -38,7 +38,7 @@ COLOURS = {"noop": "#999999", "right": "#d62728", "left": "#1f77b4", "gas": "#2c
 class ExplainConfig:
     run: str  # the run folder
     out: str  # the folder for the figures
-    seed: int = HELD_OUT_SEED  # the track's seed (the first held-out one by default)
+    seed: int = VALIDATION_SEED  # the track's seed (the first held-out one by default)
     max_steps: int = EPISODE_STEPS  # steps of the episode
     scenario: str = CLEAN  # what the frames show (agents.carracing.scenarios)
     saliency_frames: int = 12  # frames of the saliency grid, evenly spaced over the episode

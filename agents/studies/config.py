@@ -9,7 +9,7 @@ from typing import Any
 
 from agents.carracing import perturb
 from agents.carracing.env import EPISODE_STEPS
-from agents.carracing.seeds import HELD_OUT_SEED
+from agents.carracing.seeds import VALIDATION_SEED
 from agents.driving.executor import storage_path
 from agents.training.recipe import UDACITY_FIELDS, Recipe
 from agents.training.bc import net_config
@@ -43,7 +43,8 @@ class StudyConfig:
     episodes: int = 50  # held-out episodes per run at the clean level
     perturb_episodes: int | None = None  # held-out episodes per run at each perturbation level: the first ones of the clean
     # level's seeds (default: episodes)
-    seed_start: int = HELD_OUT_SEED  # the first held-out seed
+    seed_start: int = VALIDATION_SEED  # the first held-out seed: the validation tracks by default; the test tracks
+    # (agents.carracing.seeds.TEST_SEED on) for a result to report, driven once at the end
     levels: list[str] = field(default_factory=lambda: [CLEAN])  # conditions: "none" (clean), a scenario (agents.carracing.scenarios), a
     # perturbation (agents.carracing.perturb) or SCENARIO+PERTURBATION (agents.carracing.perturb.parse_level)
     max_steps: int = EPISODE_STEPS  # steps per episode

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from agents.studies.store import StudyFile
+from agents.studies.store import EXPERT, StudyFile
 
 
 class Progress:
@@ -54,7 +54,7 @@ class Progress:
 
     def episodes_done(self) -> int:
         """Episodes of this grid (an earlier invocation's other runs are in study.json too)."""
-        keep = {*self.grid, "expert"}
+        keep = {*self.grid, EXPERT}
         return sum(1 for e in self.study.data["episodes"] if e["run"] in keep)
 
     def show(self, running: dict[Any, str]) -> None:

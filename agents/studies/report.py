@@ -1,11 +1,12 @@
-"""A study's report, rebuilt from its study.json alone: the aggregates of Agarwal et al. 2021 as
-`rliable` computes them, a Markdown report, its numbers as JSON, and the plots.
+"""A study's report, rebuilt from its study.json alone: a Markdown report, its numbers as JSON, and
+the plots (agents.studies.plots).
 
 Scores are returns, one matrix per group (a head, or variant/head) and level: training runs x
-held-out episodes. Intervals are 95 % stratified bootstrap intervals that resample the training
-runs and the held-out episodes (rliable's `task_bootstrap=True`): the episodes are a sample of
-tracks, not a fixed benchmark, so both sources of variation are in the interval. A group with one
-run has no interval over runs; the report says so rather than print a zero-width one.
+held-out tracks. The training run is the unit: each run's own figures are a table of the report,
+and every interval and P(X > Y) is over runs and tracks (agents.studies.stats); rliable gives the
+IQM's definition and the performance profiles. A group with one run has no interval over runs; the
+report says so rather than print a zero-width one, and flags every group of fewer than
+stats.FEW_RUNS runs.
 """
 
 from __future__ import annotations
@@ -19,8 +20,13 @@ from typing import Any, Iterator
 import numpy as np
 
 from agents.carracing import scenarios
-from agents.carracing.perturb import CLEAN, level_panel, parse_level
+from agents.carracing.env import RETURN_BOUNDS
+from agents.carracing.seeds import track_range
+from agents.carracing.perturb import CLEAN, parse_level
 from agents.driving.rollout import lost_to_skip
+from agents.studies import plots, stats
+from agents.studies.plots import scenario_columns
+from agents.studies.store import EXPERT
 from agents.training.recipe import BY_HEAD, UDACITY_FIELDS
 from datasets.demos import seed_ranges
 from nac.checkpoint import write_json
@@ -28,7 +34,6 @@ from nac.config import ConfigError
 
 
 REFERENCE_HEAD = "nac"  # probability of improvement is stated for this head against the others
-EXPERT = "expert"
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -49,8 +54,8 @@ def group_name(e: dict[str, Any], variants: list[str]) -> str:
 
 
 def score_matrices(study: dict[str, Any], level: str) -> dict[str, dict[str, Any]]:
-    """{group: {"scores": (runs, episodes) returns, "runs": [run keys], "seeds": [episode seeds],
-    "laps": share finished, "skipped": share of laps lost to a skipped tile, None if not recorded}} over the episode seeds every run of the group has driven."""
+    """{group: {"scores": (runs, episodes) returns, "finished": (runs, episodes) laps finished, "runs": [run keys],
+    "seeds": [episode seeds], "laps": share finished, "skipped": share of laps lost to a skipped tile, None if not recorded}} over the episode seeds every run of the group has driven."""
     variants = list(study["config"]["variants"])
     by_group: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
     for e in study["episodes"]:
@@ -67,8 +72,9 @@ def score_matrices(study: dict[str, Any], level: str) -> dict[str, dict[str, Any
         laps = float(np.mean([e["lap_finished"] for e in eps]))
         # studies written before the skipped-tile count have no "skipped": None, not 0
         skipped = float(np.mean([lost_to_skip(e["lap_finished"], e["skipped"]) for e in eps])) if all("skipped" in e for e in eps) else None
-        lost = [sum(not runs[k][s]["lap_finished"] for k in keys) for s in common]  # per held-out seed: runs without the lap
-        out[g] = {"scores": scores, "runs": keys, "seeds": common, "laps": laps, "skipped": skipped, "lost": lost}
+        finished = np.array([[bool(runs[k][s]["lap_finished"]) for s in common] for k in keys])
+        out[g] = {"scores": scores, "finished": finished, "runs": keys, "seeds": common, "laps": laps, "skipped": skipped,
+                  "lost": [int(n) for n in (~finished).sum(axis=0)]}  # per held-out seed: runs without the lap
     return out
 
 
@@ -76,7 +82,7 @@ def score_matrices(study: dict[str, Any], level: str) -> dict[str, dict[str, Any
 def _seeded(seed: int) -> Iterator[None]:
     """numpy's global generator seeded within, restored after: rliable's StratifiedBootstrap draws
     its resamples from it (update_indices calls np.random.choice) whatever random_state it is
-    given, so without this a report's intervals change from one rebuild to the next."""
+    given, so without this a report's profile bands change from one rebuild to the next."""
     state = np.random.get_state()
     np.random.seed(seed)
     try:
@@ -85,49 +91,35 @@ def _seeded(seed: int) -> Iterator[None]:
         np.random.set_state(state)
 
 
-def _rly():  # rliable imports seaborn and arch: only when a report is made
-    from rliable import library as rly
-    from rliable import metrics
-
-    return rly, metrics
-
-
-def aggregates(scores: dict[str, np.ndarray], reps: int = 2000, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """IQM and mean with 95 % stratified bootstrap intervals (rliable), per group."""
-    rly, metrics = _rly()
-
-    def both(s: np.ndarray) -> np.ndarray:
-        return np.array([iqm(s), metrics.aggregate_mean(s)])
-
-    cis: dict[str, np.ndarray] = {}
-    for g, s in scores.items():  # each group from the same seed: its interval does not depend on the others in the study
-        if s.shape[0] > 1:
-            with warnings.catch_warnings(), _seeded(seed):
-                warnings.simplefilter("ignore", FutureWarning)  # arch: RandomState is deprecated
-                cis[g] = rly.get_interval_estimates({g: s}, both, reps=reps, random_state=np.random.RandomState(seed), task_bootstrap=True)[1][g]
+def aggregates(scores: dict[str, np.ndarray], reps: int = 2000, seed: int = 0, laps: dict[str, np.ndarray] | None = None,
+               seeds: dict[str, list[int]] | None = None) -> dict[str, dict[str, Any]]:
+    """Per group: IQM and mean with their 95 % intervals over runs and tracks (agents.studies.stats),
+    and each run's own figures (`per_run`, where the laps and track seeds are given)."""
     out = {}
-    for g, s in scores.items():
-        centre, mean = both(s)
-        ci = cis.get(g)
+    for g, s in scores.items():  # each group from the same seed: its interval does not depend on the others in the study
+        run_means = s.mean(axis=1)
         out[g] = {
             "runs": int(s.shape[0]), "episodes": int(s.shape[1]),
-            "iqm": float(centre), "iqm_ci": None if ci is None else [float(ci[0, 0]), float(ci[1, 0])],
-            "mean": float(mean), "mean_ci": None if ci is None else [float(ci[0, 1]), float(ci[1, 1])],
-            "run_means": [float(x) for x in s.mean(axis=1)],
-            "worst_run_mean": float(s.mean(axis=1).min()),
+            "iqm": float(stats.iqm(s)), "iqm_ci": stats.interval(stats.iqm, s, reps, seed, bounds=RETURN_BOUNDS),
+            "mean": float(s.mean()), "mean_ci": stats.interval(stats.mean, s, reps, seed, bounds=RETURN_BOUNDS),
+            "run_means": [float(x) for x in run_means],
+            "worst_run_mean": float(run_means.min()),
+            "run_std": float(run_means.std(ddof=1)) if len(run_means) > 1 else None,  # the run-to-run spread of means
             "min_episode": float(s.min()),
             "episode_std": float(s.std(ddof=1)) if s.size > 1 else 0.0,  # over every (run, episode): the published tables' statistic
         }
+        if laps is not None and seeds is not None:
+            out[g]["per_run"] = stats.per_run(s, laps[g], seeds[g])
     return out
 
 
-def iqm(scores: np.ndarray) -> float:
-    """rliable's metrics.aggregate_iqm (scipy's trim_mean of a quarter each side, over every score), to
-    the bit: the same partition and mean, without scipy's argument handling, which cost ten times
-    the statistic in each of a bootstrap's 2000 resamples."""
-    a = scores.ravel()
-    low = int(0.25 * a.size)
-    return float(np.mean(np.partition(a, (low, a.size - low - 1))[low:a.size - low]))
+def probability_of_improvement(x: np.ndarray, y: np.ndarray, reps: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """P(X > Y) over runs with its 95 % interval (agents.studies.stats.improvement_interval), the
+    difference of the groups' mean run means, and the runs per group that would separate it.
+    x, y: (runs, tracks) on the same tracks."""
+    out = stats.improvement_interval(x, y, reps, seed)
+    out.update(runs=[int(x.shape[0]), int(y.shape[0])], difference=float(x.mean() - y.mean()), runs_needed=stats.runs_needed(x, y))
+    return out
 
 
 def score_shares(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
@@ -136,35 +128,10 @@ def score_shares(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
     return (scores[..., None] > taus).mean(axis=(0, 1))
 
 
-def improvement(x: np.ndarray, y: np.ndarray) -> float:
-    """rliable's metrics.probability_of_improvement, to the bit: per task (column), the Mann-Whitney
-    U of X's runs over Y's divided by the pairs (each pair X > Y counts 1, a tie a half), averaged over
-    tasks. rliable sets 0.5 where the two columns are equal: the count gives exactly that. Computed over
-    every task at once: rliable calls scipy's mannwhitneyu per task, and within a bootstrap of 500
-    resamples that was 98 % of a report's time."""
-    pairs = x[:, None, :] - y[None, :, :]  # (runs x, runs y, tasks)
-    p = ((pairs > 0).sum(axis=(0, 1)) + 0.5 * (pairs == 0).sum(axis=(0, 1))) / (x.shape[0] * y.shape[0])
-    return float(np.mean(p))
-
-
-def probability_of_improvement(x: np.ndarray, y: np.ndarray, reps: int = 500, seed: int = 0) -> dict[str, Any]:
-    """P(X > Y) (rliable: the Mann-Whitney statistic per episode seed, averaged) with its 95 %
-    stratified bootstrap interval (rliable's, with `improvement` as the metric). x, y: (runs, episodes)
-    on the same episode seeds."""
-    rly, _ = _rly()
-    point = improvement(x, y)
-    if min(x.shape[0], y.shape[0]) < 2:
-        return {"p": point, "ci": None}
-    with warnings.catch_warnings(), _seeded(seed):
-        warnings.simplefilter("ignore", FutureWarning)
-        _, ci = rly.get_interval_estimates({"x,y": (x, y)}, improvement, reps=reps, random_state=np.random.RandomState(seed))
-    lo, hi = np.asarray(ci["x,y"]).ravel()
-    return {"p": point, "ci": [float(lo), float(hi)]}
-
-
 def performance_profiles(scores: dict[str, np.ndarray], taus: np.ndarray, reps: int = 2000, seed: int = 0) -> dict[str, dict[str, Any]]:
     """Share of episodes with return >= tau, per group, with 95 % bootstrap bands where a group has several runs."""
-    rly, _ = _rly()
+    from rliable import library as rly  # rliable imports seaborn and arch: only when a report is made
+
     with warnings.catch_warnings(), _seeded(seed):
         warnings.simplefilter("ignore", FutureWarning)
         prof, cis = rly.create_performance_profile(scores, taus, custom_profile_func=score_shares, reps=reps)
@@ -192,21 +159,11 @@ def _pairs(groups: list[str], variants: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _level_value(level: str) -> tuple[str, float]:
-    name, _, value = level.partition("=")
-    return name, float(value) if value else 0.0
-
-
 def _title(level: str) -> str:
     at = parse_level(level)
     if at.scenario == scenarios.CLEAN:
         return "Clean" if at.perturbation is None else f"Perturbation {at.perturbation}"
     return f"Scenario {at.scenario}" + ("" if at.perturbation is None else f", perturbation {at.perturbation}")
-
-
-def scenario_columns(levels: list[str]) -> list[tuple[str, str]]:
-    """(level, scenario) of the levels that are a scenario alone ("none": clean): the columns of the scenarios table."""
-    return [(lv, at.scenario) for lv, at in zip(levels, map(parse_level, levels)) if at.perturbation is None]
 
 
 def _published(level: str) -> list[str]:
@@ -237,7 +194,7 @@ def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000
         if not mats:
             continue
         scores = {g: m["scores"] for g, m in mats.items()}
-        agg = aggregates(scores, reps)
+        agg = aggregates(scores, reps, laps={g: m["finished"] for g, m in mats.items()}, seeds={g: m["seeds"] for g, m in mats.items()})
         for g in agg:
             agg[g]["laps_finished"] = mats[g]["laps"]
             agg[g]["lost_to_skipped_tile"] = mats[g]["skipped"]
@@ -254,14 +211,14 @@ def build(study_dir: str | Path, out: str | Path | None = None, reps: int = 2000
             if common:
                 xi = [mats[x]["seeds"].index(s) for s in common]
                 yi = [mats[y]["seeds"].index(s) for s in common]
-                pairs[f"{x} > {y}"] = probability_of_improvement(scores[x][:, xi], scores[y][:, yi], max(100, reps // 4))
+                pairs[f"{x} > {y}"] = probability_of_improvement(scores[x][:, xi], scores[y][:, yi], reps)
         entry["improvement"] = pairs
         if level == CLEAN:
             entry["offline_vs_closed_loop"] = offline_agreement(study, mats, key)
             entry["laps_lost_by_track"] = laps_lost_by_track(mats)
         result["levels"][level] = entry
     write_json(out / "report.json", result)
-    figures = _plots(result, out)
+    figures = plots.draw(result, out)
     (out / "report.md").write_text(_markdown(study, result, figures))
     return result
 
@@ -353,15 +310,23 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
         "",
         f"Heads {', '.join(cfg['heads'])}; training seeds {_training_seeds(study)}; "
         f"variants {', '.join(f'{k} {v or {}}' for k, v in cfg['variants'].items())}; {cfg['demos']} {cfg['expert']}-expert demonstrations "
-        f"({'continuous' if cfg['continuous'] else 'discrete'} actions); {cfg['episodes']} held-out episodes per run on seeds "
-        f"{cfg['seed_start']}..{cfg['seed_start'] + cfg['episodes'] - 1}"
+        f"({'continuous' if cfg['continuous'] else 'discrete'} actions); {cfg['episodes']} held-out episodes per run on "
+        f"{track_range(cfg['seed_start'], cfg['episodes'])}"
         + (f", the first {cfg['perturb_episodes']} of them at each perturbation level" if cfg.get("perturb_episodes") not in (None, cfg["episodes"]) and len(cfg["levels"]) > 1 else "")
         + f". Runs trained: {n_done} of {n_runs}; episodes recorded: {len(study['episodes'])}.",
         "",
-        "IQM = interquartile mean of all (run, episode) returns; intervals are 95 % stratified bootstrap intervals over training "
-        f"runs and held-out episodes ({result['reps']} resamples, rliable). Rebuilt from study.json alone by `nacdrive study --report DIR`.",
+        "The training run is the unit: each run's own figures are in the per-run tables. IQM = interquartile mean of all (run, track) "
+        "returns of a group; its interval and the mean's are 95 % intervals over training runs and tracks (Student's t, the standard error "
+        "from a bootstrap of whole runs and of tracks, agents/studies/stats.py). P(X > Y) is the chance that a run of X has a higher mean "
+        "than a run of Y on the same tracks, with Newcombe's 95 % interval widened by the tracks' share; 'runs to separate' is how many runs "
+        "per group a t-test of run means would need to tell the observed difference apart (80 % power), from the run-to-run spread. "
+        f"{result['reps']} resamples; rebuilt from study.json alone by `nacdrive study --report DIR`.",
         "",
     ]
+    few = sorted({f"{g} ({a['runs']})" for e in result["levels"].values() for g, a in e["aggregates"].items() if g != EXPERT and a["runs"] < stats.FEW_RUNS})
+    if few:
+        lines += [f"**Fewer than {stats.FEW_RUNS} training runs** in {', '.join(few)}: their intervals are wide and their P(X > Y) coarse; "
+                  "a difference between them is a hint to test with more runs, not a result.", ""]
     spent = result.get("cost")
     if spent:
         lines += [f"CPU time recorded: {spent['training_hours'] + spent['episode_hours']:.1f} CPU-hours: training {spent['training_hours']:.1f} "
@@ -382,16 +347,17 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
     offline_name = "validation MSE" if key == "val_loss" else "offline accuracy"
     for level, entry in result["levels"].items():
         lines += [f"## {_title(level)}", "",
-                  f"| group | runs x episodes | IQM [95 % CI] | mean [95 % CI] | mean ± std of episodes | worst run's mean | run means | worst episode | laps finished | lost to a skipped tile | {offline_name} |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  f"| group | runs x tracks | IQM [95 % CI] | mean [95 % CI] | run means | sd of run means | worst episode | laps finished | lost to a skipped tile | {offline_name} |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         rows = sorted(entry["aggregates"].items(), key=lambda kv: (kv[0] == EXPERT, -kv[1]["iqm"]))
         for g, a in rows:
             lines.append(
                 f"| {g} | {a['runs']} x {a['episodes']} | {_fmt_ci(a['iqm'], a['iqm_ci'])} | {_fmt_ci(a['mean'], a['mean_ci'])} "
-                f"| {a['mean']:.0f} ± {a['episode_std']:.0f} | {a['worst_run_mean']:.1f} | {', '.join(f'{m:.0f}' for m in a['run_means'])} | {a['min_episode']:.1f} | {a['laps_finished']:.0%} "
-                f"| {_fmt_share(a.get('lost_to_skipped_tile'))} | {_fmt_offline(a.get(key), key)} |"
+                f"| {', '.join(f'{m:.0f}' for m in a['run_means'])} | {_fmt_num(a.get('run_std'))} "
+                f"| {a['min_episode']:.1f} | {a['laps_finished']:.0%} | {_fmt_share(a.get('lost_to_skipped_tile'))} | {_fmt_offline(a.get(key), key)} |"
             )
         lines += _published(level)
+        lines += _per_run_table(rows, key, offline_name, study)
         agree = entry.get("offline_vs_closed_loop")
         if agree:
             lines += ["", f"Does the {offline_name} rank the runs as driving does? Spearman's rank correlation between each run's "
@@ -407,14 +373,39 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
                       "|---|" + "---|" * len(groups)]
             lines += [f"| {seed} | " + " | ".join(str(lost[seed].get(g, 0)) for g in groups) + " |" for seed in shown]
         if entry["improvement"]:
-            lines += ["", "| comparison | P(X > Y) [95 % CI] |", "|---|---|"]
+            lines += ["", "| comparison | runs X, Y | P(X > Y) over runs [95 % CI] | difference of means | runs to separate it |", "|---|---|---|---|---|"]
             for name, p in entry["improvement"].items():
                 ci = f" [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]" if p["ci"] else " (one training run on a side: no interval)"
-                lines.append(f"| {name} | {p['p']:.2f}{ci} |")
+                lines.append(f"| {name} | {p['runs'][0]}, {p['runs'][1]} | {p['p']:.2f}{ci} | {p['difference']:+.1f} | {_fmt_needed(p['runs_needed'])} |")
         lines.append("")
     if figures:
         lines += ["## Figures", ""] + [f"![{Path(f).stem}]({Path(f).name})" for f in figures] + [""]
     return "\n".join(lines)
+
+
+def _per_run_table(rows: list[tuple[str, dict[str, Any]]], key: str, offline_name: str, study: dict[str, Any]) -> list[str]:
+    """Each learned run's own figures at a level: the unit every interval and P(X > Y) counts."""
+    learned = [(g, a) for g, a in rows if g != EXPERT and "per_run" in a]
+    if not learned:
+        return []
+    lines = ["", f"Each training run over its {learned[0][1]['episodes']} tracks:", "",
+             f"| group | run | mean | IQM | laps finished | worst track (return) | {offline_name} |", "|---|---|---|---|---|---|---|"]
+    for g, a in learned:
+        for k, r in zip(a["run_keys"], a["per_run"]):
+            offline = study["runs"].get(k, {}).get(key)
+            lines.append(f"| {g} | {k.rsplit('/', 1)[-1]} | {r['mean']:.1f} | {r['iqm']:.1f} | {r['laps']:.0%} | {r['worst_track']} ({r['worst']:.1f}) "
+                         f"| {_fmt_offline(None if offline is None else [offline], key)} |")
+    return lines
+
+
+def _fmt_num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def _fmt_needed(n: int | None) -> str:
+    if n is None:
+        return "-"
+    return f"more than {stats.RUNS_CAP}" if n > stats.RUNS_CAP else str(n)
 
 
 def scenario_table(result: dict[str, Any]) -> list[str]:
@@ -436,109 +427,3 @@ def scenario_table(result: dict[str, Any]) -> list[str]:
     for agent, scores in scenarios.PUBLISHED.items():
         lines.append(f"| {agent} (published) | " + " | ".join(f"{scores[k][0]} ± {scores[k][1]}" if k in scores else "-" for _, k in cols) + " |")
     return lines + [""]
-
-
-def _plots(result: dict[str, Any], out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    files = []
-    clean = result["levels"].get(CLEAN)
-    if clean:
-        agg = {g: a for g, a in clean["aggregates"].items()}
-        groups = sorted(agg, key=lambda g: (g == EXPERT, -agg[g]["iqm"]))
-        fig, axes = plt.subplots(1, 3, figsize=(15, 0.5 * len(groups) + 2.2))
-        for ax, metric in zip(axes[:2], ("iqm", "mean")):
-            for i, g in enumerate(groups):
-                a = agg[g]
-                ci = a[f"{metric}_ci"]
-                if ci:
-                    ax.plot(ci, [i, i], lw=6, alpha=0.5, color=f"C{i}")
-                ax.plot([a[metric]], [i], "|", ms=14, color="k")
-            ax.set_yticks(range(len(groups)), groups)
-            ax.set_xlabel(f"{metric.upper() if metric == 'iqm' else 'mean'} return (95 % CI)")
-            ax.grid(alpha=0.3, axis="x")
-        ax = axes[2]
-        for i, g in enumerate(groups):
-            ax.scatter(agg[g]["run_means"], [i] * len(agg[g]["run_means"]), color=f"C{i}")
-        ax.set_yticks(range(len(groups)), groups)
-        ax.set_xlabel("mean return of each training run")
-        ax.grid(alpha=0.3, axis="x")
-        fig.tight_layout()
-        files.append(_save(fig, out / "aggregates.png", plt))
-        if "profiles" in clean:
-            prof = clean["profiles"]
-            taus = np.asarray(prof["taus"])
-            fig, ax = plt.subplots(figsize=(6.5, 4))
-            for i, g in enumerate(sorted(k for k in prof if k != "taus")):
-                ax.plot(taus, prof[g]["share"], label=g, color=f"C{i}")
-                if prof[g]["ci"]:
-                    ax.fill_between(taus, prof[g]["ci"][0], prof[g]["ci"][1], alpha=0.2, color=f"C{i}")
-            ax.set_xlabel("return tau")
-            ax.set_ylabel("share of episodes with return >= tau")
-            ax.set_xlim(max(0.0, float(taus[0])), float(taus[-1]))
-            ax.legend(fontsize=8)
-            ax.grid(alpha=0.3)
-            fig.tight_layout()
-            files.append(_save(fig, out / "profiles.png", plt))
-    pairs = [(lvl, k, p) for lvl, e in result["levels"].items() for k, p in e["improvement"].items()]
-    if pairs:
-        fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(pairs) + 1.5))
-        for i, (lvl, k, p) in enumerate(pairs):
-            if p["ci"]:
-                ax.plot(p["ci"], [i, i], lw=6, alpha=0.5, color="C0")
-            ax.plot([p["p"]], [i], "|", ms=14, color="k")
-        ax.axvline(0.5, color="grey", ls="--")
-        ax.set_yticks(range(len(pairs)), [k if lvl == CLEAN else f"{k} ({lvl})" for lvl, k, _ in pairs])
-        ax.set_xlabel("P(X > Y) (95 % CI)")
-        ax.set_xlim(0, 1)
-        fig.tight_layout()
-        files.append(_save(fig, out / "improvement.png", plt))
-    cols = scenario_columns(list(result["levels"]))
-    if len(cols) > 1:  # IQM per scenario, one marker per group
-        groups = sorted({g for lv, _ in cols for g in result["levels"][lv]["aggregates"]}, key=lambda g: (g == EXPERT, g))
-        fig, ax = plt.subplots(figsize=(1.4 * len(cols) + 3, 4))
-        width = 0.8 / max(1, len(groups))
-        for i, g in enumerate(groups):
-            for j, (lv, _) in enumerate(cols):
-                a = result["levels"][lv]["aggregates"].get(g)
-                if a is None:
-                    continue
-                x = j - 0.4 + width * (i + 0.5)
-                if a["iqm_ci"]:
-                    ax.plot([x, x], a["iqm_ci"], lw=4, alpha=0.5, color=f"C{i}")
-                ax.plot([x], [a["iqm"]], "o", color=f"C{i}", label=g if j == 0 else None)
-        ax.set_xticks(range(len(cols)), [name for _, name in cols])
-        ax.set_ylabel("IQM return (95 % CI)")
-        ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=8, loc="lower left")
-        fig.tight_layout()
-        files.append(_save(fig, out / "scenarios.png", plt))
-    perturbed = [lv for lv in result["levels"] if lv != CLEAN and parse_level(lv).scenario == scenarios.CLEAN]  # clean scene, one perturbation
-    kinds = sorted({_level_value(lv)[0] for lv in perturbed})
-    if kinds:
-        fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.8), squeeze=False)
-        for ax, kind in zip(axes[0], kinds):
-            at = {lv: e for lv, e in result["levels"].items() if lv == CLEAN or (lv in perturbed and _level_value(lv)[0] == kind)}
-            groups = sorted({g for e in at.values() for g in e["aggregates"]} - {EXPERT})
-            for i, g in enumerate(groups):
-                pts = sorted((_level_value(lv)[1], e["aggregates"][g]) for lv, e in at.items() if g in e["aggregates"])
-                x = [p[0] for p in pts]
-                y = [p[1]["iqm"] for p in pts]
-                ax.plot(x, y, marker="o", label=g, color=f"C{i}")
-                lo = [p[1]["iqm_ci"][0] if p[1]["iqm_ci"] else p[1]["iqm"] for p in pts]
-                hi = [p[1]["iqm_ci"][1] if p[1]["iqm_ci"] else p[1]["iqm"] for p in pts]
-                ax.fill_between(x, lo, hi, alpha=0.2, color=f"C{i}")
-            level_panel(ax, kind, "IQM return (95 % CI)")
-        axes[0][0].legend(fontsize=8)
-        fig.tight_layout()
-        files.append(_save(fig, out / "levels.png", plt))
-    return files
-
-
-def _save(fig: Any, path: Path, plt: Any) -> str:
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return str(path)

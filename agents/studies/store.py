@@ -16,6 +16,7 @@ from nac.config import need
 
 FORMAT = "nacdrive-study/1"
 STUDY_FILE = "study.json"
+EXPERT = "expert"  # the run key and head of the expert's reference episodes, and their group in a report
 
 
 class StudyFile:

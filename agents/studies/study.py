@@ -39,7 +39,7 @@ from agents.driving.rollout import EpisodeResult
 from agents.studies.config import CLEAN, StudyConfig
 from agents.studies.progress import Progress
 from agents.training.recipe import Recipe
-from agents.studies.store import StudyFile
+from agents.studies.store import EXPERT, StudyFile
 from agents.training.tasks import train
 from agents.training.loop import TrainConfig
 from datasets.demos import DemoSet
@@ -272,7 +272,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
                     _check_not_trained_on(cfg, run, kind)
                     ready_eval.extend(episode_tasks(run))
             elif what == "expert":
-                if study.add_episode({"run": "expert", "variant": "-", "head": "expert", "seed": 0, "level": key[1], "episode_seed": key[2], **result,
+                if study.add_episode({"run": EXPERT, "variant": "-", "head": EXPERT, "seed": 0, "level": key[1], "episode_seed": key[2], **result,
                                       "cpu_seconds": cpu}):
                     progress.driven()
             else:

@@ -267,6 +267,6 @@ def test_evaluate_under_perturbations_gives_one_board_per_level_and_a_plot(tiny_
     assert r.returncode == 0, r.stderr
     rows = json.loads(lb.read_text())
     assert sorted(row["perturbation"] for row in rows if not row.get("reference")) == ["drop=0.5", "none"]
-    assert r.stdout.count("Leaderboard, seeds 700..701") == 2
+    assert r.stdout.count("Leaderboard, tracks 700..701") == 2  # named: neither the validation nor the test range
     assert (tmp_path / "robust.png").stat().st_size > 5000
     _one_line_error(["evaluate", str(run), "--perturb", "teleport=1"], "unknown perturbation 'teleport'", capsys)

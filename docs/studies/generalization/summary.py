@@ -22,7 +22,8 @@ import numpy as np
 
 from agents.carracing.scenarios import CLEAN as SCENE_CLEAN
 from agents.carracing.scenarios import PUBLISHED
-from agents.studies.report import EXPERT, load, score_matrices
+from agents.studies.report import load, score_matrices
+from agents.studies.store import EXPERT
 
 CLEAN = "none"
 ORDER = [CLEAN, "color", "color3", "bar", "blob", "noise", "domain-randomize"]

@@ -24,6 +24,7 @@ def two_runs(tiny_demos, tmp_path_factory):
 def test_a_leaderboard_ranks_runs_on_the_same_seeds_with_the_expert(two_runs, tmp_path):
     rows = evaluate(EvaluateConfig(runs=two_runs, episodes=2, seed_start=500, workers=1, max_steps=60))
     assert len(rows) == 3
+    assert {r["tracks"] for r in rows} == {"tracks 500..501"}  # neither the validation nor the test range: named as such
     assert [r["mean_return"] for r in rows] == sorted((r["mean_return"] for r in rows), reverse=True)
     by_run = {r["run"]: r for r in rows}
     expert = by_run["expert:track (discrete)"]
