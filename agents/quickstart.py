@@ -19,7 +19,7 @@ from agents.training.tasks import train
 from agents.training.loop import TrainConfig
 from agents.training.collect import CollectConfig, collect
 from agents.carracing.env import EPISODE_STEPS
-from agents.carracing.seeds import CHECK_SEED, VALIDATION_SEED
+from agents.carracing.seeds import CHECK_SEED, VALIDATION_SEED, track_range
 from agents.training.dagger import DaggerConfig, check_worst, dagger, rollout_returns, selected_weights
 from agents.training.recipe import PRESETS, WHEEL_TARGET, Recipe, preset_recipe
 from agents.evaluation.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
@@ -51,7 +51,7 @@ class QuickstartConfig:
     eval_episodes: int = 10  # held-out evaluation episodes, seeds eval_seed_start..
     scenarios: list[str] = field(default_factory=list)  # the report also drives the held-out seeds in these generalization
     # scenarios (agents.carracing.scenarios), one leaderboard each beside the clean one
-    eval_seed_start: int = VALIDATION_SEED  # the first held-out seed
+    eval_seed_start: int = VALIDATION_SEED  # the first held-out seed (the validation tracks; agents.carracing.seeds)
     workers: int = 0  # processes for driving; 0: up to 2
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit)
     seed: int = 0  # seed of the whole job: demonstrations from seed 1000 x S, training seed S, DAgger rollouts from 1 000 000 + 1000 x S
@@ -156,7 +156,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("dagger", t0)
 
     t0 = time.monotonic()
-    _stage(f"4/5 closed-loop evaluation on {cfg.eval_episodes} held-out seeds ({cfg.eval_seed_start}..), with the expert"
+    _stage(f"4/5 closed-loop evaluation on {track_range(cfg.eval_seed_start, cfg.eval_episodes)}, with the expert"
            + (f", clean and in the scenarios {', '.join(cfg.scenarios)}" if cfg.scenarios else ""))
     boards = {name: evaluate(EvaluateConfig(runs=[str(run)], episodes=cfg.eval_episodes, seed_start=cfg.eval_seed_start, workers=cfg.workers,
                                             max_steps=cfg.max_steps, scenario=name))
@@ -199,7 +199,7 @@ def _report(cfg: QuickstartConfig, boards: dict[str, list[dict[str, Any]]], run:
         "",
         f"CNN + {cfg.head} policy for gymnasium CarRacing-v3, {space} actions, trained on this machine's CPU.",
         "",
-        "## Closed loop (held-out seeds, deterministic actions, full 1000-step episodes)",
+        f"## Closed loop ({track_range(cfg.eval_seed_start, cfg.eval_episodes)}, deterministic actions, full 1000-step episodes)",
         "",
         to_markdown(boards[CLEAN]),
         "",
