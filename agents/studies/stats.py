@@ -13,7 +13,8 @@ every track of a run with it), and the tracks (the same resample for every run: 
 crossed, and pairs stay paired). Each source's bootstrap variance is scaled by n / (n - 1), the
 shrinkage a bootstrap of n draws has, and the t quantile takes the degrees of freedom of the
 scarcest source (the runs less one): a group of 2 or 3 runs gets the wide interval its few draws
-warrant, where a percentile bootstrap over 3 runs covers about three times in four.
+warrant. On the tests' synthetic studies these intervals hold the true value in 95-99 % of draws for
+2 to 10 runs, where rliable's stratified bootstrap held it in 27-48 %.
 
 P(X > Y) is the chance that a run of X beats a run of Y, each run scored by its mean over the same
 tracks: the Mann-Whitney statistic of the two groups' run means (rliable's probability of
