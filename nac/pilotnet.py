@@ -83,12 +83,9 @@ class PilotNet(nn.Module):
                 self.positions = nn.Parameter(torch.randn(MAP_COLUMNS, MAP_CHANNELS) * 0.02)
         self.out = nn.Linear(DENSE_LAYERS[-1] if self.head is None else self.head.config.out_dim, 2 if config.speed_output else 1)
 
-    def forward(self, images: Tensor) -> Tensor:
-        """Steering (B,) in (-1, 1)."""
-        return self.predict(images)[0]
-
-    def predict(self, images: Tensor) -> tuple[Tensor, Tensor | None]:
-        """Steering (B,) in (-1, 1), and with speed_output the speed (B,) in mph, else None."""
+    def forward(self, images: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Steering (B,) in (-1, 1), and with speed_output the speed (B,) in mph, else None. Training calls it
+        through DistributedDataParallel's forward, whose hooks synchronise the gradients."""
         x = images.float() / 127.5 - 1.0  # PilotNet's normalisation layer
         out = self.out(self.read_map(self.cnn(x)))
         speed = torch.sigmoid(out[:, 1]) * SPEED_MAX if self.config.speed_output else None

@@ -23,7 +23,7 @@ from agents.carracing.seeds import SELECT_SEED
 from agents.carracing.env import STATE_FIELDS, WHEEL_LIMIT, WHEEL_RATE, make_env, wheel_action
 from agents.driving.policy import DrivingPolicy, resolve_device
 from agents.driving.rollout import run_episode
-from agents.training.distributed import init_distributed
+from agents.training.distributed import barrier, init_distributed
 from agents.training.loop import TrainConfig, fit, prepare_run
 from datasets.demos import DataError, DemoSet, Episode, read_episode
 from nac.checkpoint import write_json
@@ -360,7 +360,7 @@ def _train_folds(cfg: TrainConfig, resume: bool, quiet: bool) -> dict[str, Any]:
     splits = kfold_by_episode(sorted(demos.files), cfg.folds, cfg.seed)
     run = Path(cfg.out)
     run.mkdir(parents=True, exist_ok=True)
-    results = []
+    folds = []
     for k, split in enumerate(splits):
         sub = run / f"fold{k}"
         fold_cfg = TrainConfig.from_dict({**asdict(cfg), "out": str(sub), "folds": 1, "val_episodes": None})
@@ -369,7 +369,11 @@ def _train_folds(cfg: TrainConfig, resume: bool, quiet: bool) -> dict[str, Any]:
             fold_cfg = prepare_run(fold_cfg, True)
         elif sub.exists() and any(sub.iterdir()):
             raise ConfigError(f"{sub} is not empty; use --resume")
-        results.append(_train_one(fold_cfg, demos, split, again, quiet))
+        folds.append((fold_cfg, split, again))
+    barrier(init_distributed(resolve_device(cfg.device))[0])  # under torchrun: every process checked the folders before one writes
+    results = [_train_one(fold_cfg, demos, split, again, quiet) for fold_cfg, split, again in folds]
+    if not all(results):  # a torchrun process other than rank 0: rank 0 summarises and writes, as for one run
+        return {}
     accs = np.array([r["best"]["val_accuracy"] for r in results])
     losses = np.array([r["best"]["val_loss"] for r in results])
     summary = {

@@ -235,7 +235,9 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, fused=True)
     model: nn.Module = net
     if dist_info.world > 1:
-        model = nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
+        # static_graph: every step uses the same parameters, so DDP learns once which ones get no gradient (nac-const's
+        # backbone gates, with no ODE to feed) and skips them, where the default waits for their reduction and fails
+        model = nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True)
     amp = device.type == "cuda"  # mixed precision on GPUs; CPUs train in float32
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
     ema = AveragedModel(net, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema), use_buffers=True) if cfg.ema else None

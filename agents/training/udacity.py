@@ -70,8 +70,7 @@ class UdacityTask:
         }
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
-        net = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-        steer, speed = net.predict(batch["image"])
+        steer, speed = model(batch["image"])  # through DistributedDataParallel when there are several processes
         loss = F.mse_loss(steer.float(), batch["steering"])
         if speed is not None:
             loss = loss + F.mse_loss(speed.float() / SPEED_MAX, batch["speed"] / SPEED_MAX)
@@ -83,7 +82,7 @@ class UdacityTask:
         preds, targets, speed_err = [], [], []
         for i in range(0, len(self.val), 128):
             items = [self.val[j] for j in range(i, min(len(self.val), i + 128))]
-            steer, speed = self.net.predict(torch.stack([it["image"] for it in items]).to(device))
+            steer, speed = self.net(torch.stack([it["image"] for it in items]).to(device))
             preds.append(steer.float().cpu())
             targets.append(torch.stack([it["steering"] for it in items]))
             if speed is not None:
@@ -142,6 +141,6 @@ class SteeringPolicy:
     @torch.inference_mode()
     def select_action(self, rgb: np.ndarray) -> float:
         x = torch.from_numpy(preprocess(rgb)).permute(2, 0, 1)[None].to(self.device)
-        steer, speed = self.net.predict(x)
+        steer, speed = self.net(x)
         self.last = {"steering": float(steer[0]), "speed": None if speed is None else float(speed[0])}
         return self.last["steering"]

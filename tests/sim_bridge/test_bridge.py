@@ -26,6 +26,7 @@ from sim_bridge.config import BridgeConfig
 from sim_bridge.server import BadTelemetry, DriveRecorder, SpeedController, parse_telemetry
 from agents.training.udacity import DRIVE_SPEED
 from sim_bridge.standin import UnityLikeClient, telemetry_fields
+from sim_bridge.study import BRIDGE_START_S, wait_listening
 
 ROOT = Path(__file__).parents[2]
 FRAME = np.random.default_rng(0).integers(0, 255, (160, 320, 3), dtype=np.uint8)
@@ -106,6 +107,7 @@ def bridge(tmp_path_factory):
         [sys.executable, "-m", "scripts.cli", "drive", str(root / "run"), "--port", str(port), "--record", str(record)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
+    wait_listening(port, proc, BRIDGE_START_S)  # the condition, not a time: under load the server takes a while to start
     yield port, record
     proc.terminate()
     out, err = proc.communicate(timeout=20)
@@ -146,6 +148,7 @@ def _serve(root: Path, *extra: str):
         [sys.executable, "-m", "scripts.cli", "drive", str(root / "run"), "--port", str(port), *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
+    wait_listening(port, proc, BRIDGE_START_S)
     return port, proc
 
 
@@ -235,6 +238,7 @@ def test_the_stand_in_simulator_closes_the_loop(tmp_path):
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out = tmp_path / "drive.json"
     try:
+        wait_listening(port, drive, BRIDGE_START_S)
         refused = subprocess.run([sys.executable, "-m", "scripts.cli", "sim", "--port", str(port), "--max-steps", "30"],
                                  cwd=ROOT, capture_output=True, text=True, timeout=120)
         r = subprocess.run([sys.executable, "-m", "scripts.cli", "sim", "--port", str(port), "--max-steps", "30", "--seed", "20002",
@@ -303,7 +307,7 @@ def test_a_run_that_predicts_its_speed_drives_toward_that_speed_unless_told_one(
     with torch.no_grad():
         net.out.weight[1].zero_()
         net.out.bias[1] = 0.0  # sigmoid(0) * SPEED_MAX: the run predicts 20 mph for every frame
-    steer, speed = net.predict(torch.zeros(2, 3, 66, 200, dtype=torch.uint8))
+    steer, speed = net(torch.zeros(2, 3, 66, 200, dtype=torch.uint8))
     assert speed.tolist() == pytest.approx([20.0, 20.0]) and steer.shape == (2,)
     net.save(tmp_path / "run", "best", {"train": {}})
     for extra, expected in (((), SpeedController(target=20.0, turn_slowdown=0.0)), (("--speed", "15"), SpeedController(target=15.0)),
@@ -382,8 +386,6 @@ def test_the_shipped_pilotnet_nac_drives_the_stand_in_and_refuses_its_training_t
     300 steps on the road (over a quarter of its tiles) and refuses the tracks it was trained on."""
     from sim_bridge.carracing_sim import drive_autonomous
     from sim_bridge.config import SimConfig
-    from sim_bridge.study import BRIDGE_START_S, wait_listening
-
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "drive", "agents/pretrained/pilotnet-nac", "--port", str(port)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})

@@ -207,7 +207,7 @@ def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):
     """torchrun with two gloo processes: both take their share of batches, rank 0 writes."""
     out = tmp_path / "ddp"
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",  # a free port of its own
         "-m", "scripts.cli", "train", "--data", tiny_demos, "--out", str(out), "--head", "gru", "--window", "4",
         "--epochs", "1", "--batch-size", "16", "--chunk", "4", "--device", "cpu", "--quiet",
     ]
@@ -218,6 +218,23 @@ def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):
     single = len(Batches(FrameWindows(bc.Demos.load([tiny_demos]).store(
         [k for k in bc.Demos.load([tiny_demos]).files if k not in json.loads((out / "config.json").read_text())["train"]["val_episodes"]]), 4), 4, 16, None))
     assert m["finished"] and m["steps"] == single // 2  # each process took half of the batches
+
+
+@pytest.mark.parametrize("head, folds", [("gru", 1), ("nac-const", 1), ("gru", 2)])
+def test_data_parallel_processes_end_with_the_same_weights(tiny_demos, tmp_path, head, folds):
+    """Two gloo ranks end training with the same parameters: DistributedDataParallel averaged every step's
+    gradients, also for a head some of whose parameters get none (nac-const: no ODE, so its backbone's gates are
+    unused), and through k-fold runs, whose summary rank 0 alone writes."""
+    from tests.agents.training.ddp_ranks_run import ranks_digests
+
+    out = tmp_path / "ddp"
+    cfg = {"data": [tiny_demos], "out": str(out), "head": head, "window": 4, "epochs": 1, "batch_size": 8, "chunk": 4,
+           "device": "cpu", "folds": folds}
+    digests = ranks_digests(cfg)  # the last fold's weights, with folds
+    assert len(digests) == 2 and digests[0] == digests[1]
+    if folds > 1:
+        m = json.loads((out / "metrics.json").read_text())
+        assert m["folds"] == 2 and len(m["per_fold"]) == 2 and all((out / f"fold{k}" / "best.safetensors").is_file() for k in range(2))
 
 
 def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, tmp_path):

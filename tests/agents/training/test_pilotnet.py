@@ -23,8 +23,8 @@ def test_pilotnet_dense_is_pilotnets_own_layers():
     assert net.head is None
     assert [m.out_features for m in net.dense if isinstance(m, torch.nn.Linear)] == [100, 50, 10]
     assert net.dense[0].in_features == 64 * 18
-    y = net(torch.randint(0, 255, (3, 3, 66, 200), dtype=torch.uint8))
-    assert y.shape == (3,) and (y.abs() < 1).all()
+    y, speed = net(torch.randint(0, 255, (3, 3, 66, 200), dtype=torch.uint8))
+    assert y.shape == (3,) and (y.abs() < 1).all() and speed is None
     y.sum().backward()
     assert net.cnn[0].weight.grad is not None and net.dense[0].weight.grad.abs().sum() > 0
     with pytest.raises(ConfigError, match="unknown head 'mlp'; choose one of dense, nac"):
@@ -73,3 +73,15 @@ def test_a_registry_head_knows_where_in_the_image_a_feature_lies(head, tmp_path)
     (tmp_path / "old/config.json").write_text(json.dumps(cfg))
     old = PilotNet.load(tmp_path / "old")
     assert not old.config.positions and not hasattr(old, "positions")
+
+
+
+def test_two_data_parallel_processes_end_with_the_same_weights(tmp_path):
+    """torchrun, two gloo processes, a PilotNet run on the real recording: the gradients are synchronised through
+    DistributedDataParallel, so every rank's parameters are the same after training (rank 0 saves its own)."""
+    from tests.agents.training.ddp_ranks_run import ranks_digests
+
+    cfg = {"data": [REAL], "out": str(tmp_path / "ddp"), "task": "udacity", "head": "gru", "epochs": 1, "batch_size": 4,
+           "device": "cpu", "net": {"d_model": 8}}
+    digests = ranks_digests(cfg)
+    assert len(digests) == 2 and digests[0] == digests[1]

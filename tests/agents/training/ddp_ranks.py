@@ -1,0 +1,38 @@
+"""Run by torchrun in the data-parallel tests: trains the TrainConfig given as JSON (argv[1]) through
+`agents.training.tasks.train` and writes, per rank, a digest of the network's parameters after training to
+OUT/rank{R}.json (OUT the config's out), so that a test can compare what every process ended with (rank 0 alone saves weights)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+import torch
+
+from agents.training import bc, loop, udacity
+from agents.training.loop import TrainConfig
+from agents.training.tasks import train
+
+
+def digest(net: torch.nn.Module) -> str:
+    return hashlib.sha256(b"".join(p.detach().cpu().numpy().tobytes() for p in net.parameters())).hexdigest()
+
+
+def main() -> None:
+    cfg = TrainConfig.from_dict(json.loads(sys.argv[1]))
+    fit, top = loop.fit, cfg.out
+
+    def fit_and_record(task, cfg, dist_info, *args, **kwargs):  # the task's net, as this rank ends with it (k-fold: the last fold's)
+        out = fit(task, cfg, dist_info, *args, **kwargs)
+        with open(os.path.join(top, f"rank{dist_info.rank}.json"), "w") as f:
+            json.dump({"digest": digest(task.net)}, f)
+        return out
+
+    bc.fit = udacity.fit = fit_and_record  # the trainers call the loop by this name
+    train(cfg, quiet=True)
+
+
+if __name__ == "__main__":
+    main()

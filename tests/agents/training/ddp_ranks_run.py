@@ -1,0 +1,23 @@
+"""Helpers for the data-parallel tests: run a TrainConfig on two gloo processes under torchrun (a free port of its
+own: --standalone) and read what each rank ended with."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[3]
+
+
+def ranks_digests(cfg: dict, processes: int = 2) -> list[str]:
+    """Train cfg on `processes` gloo ranks; each rank's parameter digest after training, by rank."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
+           str(Path(__file__).with_name("ddp_ranks.py")), json.dumps(cfg)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = Path(cfg["out"])
+    return [json.loads((out / f"rank{r}.json").read_text())["digest"] for r in range(processes)]
