@@ -60,15 +60,15 @@ def _nac_step_details(policy: DrivingPolicy) -> dict[str, np.ndarray] | None:
     n = valid.sum(-1).clamp(min=1)
 
     def mean(x: torch.Tensor) -> np.ndarray:
-        return ((x[0, :, 0] * valid).sum(-1) / n).numpy()
+        return ((x[0, :, 0] * valid).sum(-1) / n).cpu().numpy()
 
     def by_age(w: torch.Tensor) -> np.ndarray:  # (W,) mean over heads, index 0 = the newest frame
-        dense = torch.zeros(d.weights.shape[1], feats.shape[1]).scatter_add(-1, d.indices[0, :, 0], w[0, :, 0])
-        return dense.mean(0).flip(0).numpy()
+        dense = torch.zeros(d.weights.shape[1], feats.shape[1], device=w.device).scatter_add(-1, d.indices[0, :, 0], w[0, :, 0])
+        return dense.mean(0).flip(0).cpu().numpy()
 
     soft = d.weights[0, :, 0]  # (H, K)
     ratio = torch.where(d.valid[0, :, 0], soft, torch.nan)
-    spread = (ratio.nan_to_num(0).amax(-1) / ratio.nan_to_num(float("inf")).amin(-1)).numpy()  # (H,) max / min softmax per head
+    spread = (ratio.nan_to_num(0).amax(-1) / ratio.nan_to_num(float("inf")).amin(-1)).cpu().numpy()  # (H,) max / min softmax per head
     return {"phi": mean(d.phi), "omega_tau": mean(d.omega_tau), "logits": mean(d.logits),
             "softmax_by_age": by_age(d.weights), "effective_by_age": by_age(d.effective), "softmax_spread": spread}
 

@@ -25,11 +25,11 @@ def init_distributed(device: torch.device) -> tuple[Dist, torch.device]:
         return Dist(), device
     import torch.distributed as dist
 
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    if device.type == "cuda":
+    if device.type == "cuda":  # the process's own GPU first, so that NCCL's communicator is made on it
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return Dist(dist.get_rank(), dist.get_world_size()), device
 
 
