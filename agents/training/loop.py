@@ -227,6 +227,12 @@ def prepare_run(cfg: TrainConfig, resume: bool) -> TrainConfig:
 
 
 # ---------------------------------------------------------------------- the loop
+def dropout_seed(seed: int, step: int, dist_info: Dist) -> int:
+    """The seed of a training step's dropout: a stream of its own for every process under torchrun (their
+    batches differ, so should their masks), and in one process the same seeds as before there were ranks."""
+    return seed * 1_000_003 + step * dist_info.world + dist_info.rank
+
+
 def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, resume: bool, quiet: bool, restart_best: bool = False) -> dict[str, Any]:
     run = Path(cfg.out)
     net = task.net.to(device)
@@ -329,7 +335,7 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
                     counters["batch"] += 1
                     continue
                 batch = task.batch(counters["epoch"], b, device)
-                torch.manual_seed(cfg.seed * 1_000_003 + counters["step"])  # dropout, reproducible on resume
+                torch.manual_seed(dropout_seed(cfg.seed, counters["step"], dist_info))  # reproducible on resume
                 with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
                     loss, figures = task.loss(model, batch, device)
                 loss_value = float(loss.detach())

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from agents.training.distributed import Dist
-from agents.training.loop import TrainConfig, fit, prepare_run
+from agents.training.loop import TrainConfig, dropout_seed, fit, prepare_run
 from nac.checkpoint import load_checkpoint, save_checkpoint
 from nac.config import ConfigError, TrainingDiverged
 
@@ -111,3 +111,10 @@ def test_a_run_is_never_overwritten_and_only_a_run_resumes(tmp_path):
         prepare_run(_cfg(tmp_path / "r"), resume=False)
     with pytest.raises(ConfigError, match="nothing to resume"):
         prepare_run(_cfg(tmp_path / "none"), resume=True)
+
+
+def test_every_process_draws_its_own_dropout_and_one_process_the_same_as_before():
+    one = [dropout_seed(7, step, Dist()) for step in range(5)]
+    assert one == [7 * 1_000_003 + step for step in range(5)]  # a single process: the seeds runs were trained with
+    two = {(step, rank): dropout_seed(7, step, Dist(rank, 2)) for step in range(50) for rank in (0, 1)}
+    assert len(set(two.values())) == len(two)  # no two (step, rank) share a stream
