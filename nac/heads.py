@@ -169,7 +169,7 @@ class SequenceHead(nn.Module):
         xs = e_t if state["x"] is None else torch.cat([state["x"], e_t], 1)
         ts = None
         if timestamp is not None:
-            t_new = timestamp.reshape(-1, 1).to(x_t.dtype)
+            t_new = timestamp.reshape(-1, 1).float()  # the clock in full precision, whatever the inputs' (_elapsed)
             ts = t_new if state["t"] is None else torch.cat([state["t"], t_new], 1)
         if self.config.window is not None:
             xs = xs[:, -self.config.window :]
@@ -179,13 +179,15 @@ class SequenceHead(nn.Module):
 
 
 def _elapsed(timestamps: Tensor | None, x: Tensor, last: Tensor | None = None) -> Tensor:
-    """(B, T) time since the previous step; the first step counts as one unit of time."""
+    """(B, T) time since the previous step; the first step counts as one unit of time. The gaps are taken in the
+    timestamps' own precision and then cast to the inputs': a half-precision clock cannot tell a frame 300 s into an
+    episode from the next one, while the gap between them is a small number that it holds well."""
     b, t, _ = x.shape
     if timestamps is None:
         return torch.ones(b, t, dtype=x.dtype, device=x.device)
-    ts = timestamps.to(x.dtype)
-    prev = ts[:, :1] - 1.0 if last is None else last.reshape(-1, 1).to(x.dtype)
-    return torch.diff(ts, dim=1, prepend=prev)
+    ts = timestamps.float()
+    prev = ts[:, :1] - 1.0 if last is None else last.reshape(-1, 1).float()
+    return torch.diff(ts, dim=1, prepend=prev).to(x.dtype)
 
 
 class _Readout(SequenceHead):

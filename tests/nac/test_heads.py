@@ -209,3 +209,17 @@ def test_rotary_attention_sees_order_and_gaps_but_not_absolute_time():
         y2[:, :2] = torch.randn(2, 2, 10)
         assert torch.allclose(rope(x, ts, key_padding_mask=pad), rope(y2, ts, key_padding_mask=pad), atol=1e-5)
     assert w.shape == (2, 6) and torch.allclose(w.sum(-1), torch.ones(2), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["cfc", "ltc", "ctrnn"])
+def test_timed_heads_in_low_precision_read_gaps_late_in_an_episode_as_early_on(name):
+    """Under mixed precision the inputs are bfloat16, whose 8 bits of mantissa cannot tell 300.00 s from 300.02 s:
+    the gaps between frames are taken in the timestamps' own precision, then cast, so a window 300 s into an
+    episode gives what the same window gives at its start."""
+    torch.manual_seed(0)
+    head = build_head(name, input_dim=10, output_dim=5, d_model=16, num_heads=4).eval().to(torch.bfloat16)
+    x = torch.randn(2, 6, 10).to(torch.bfloat16)
+    early = torch.arange(6, dtype=torch.float32).expand(2, 6) * 0.02
+    with torch.no_grad():
+        a, b = head(x, early), head(x, early + 300.0)
+    assert torch.allclose(a.float(), b.float(), atol=0.05), (a - b).abs().max()
