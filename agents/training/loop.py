@@ -44,6 +44,7 @@ from nac.pilotnet import DENSE
 TASKS = ("carracing", "udacity")  # the trainers by name are in agents.training.tasks
 BALANCE = ("auto", "weights", "sampler", "none")
 LOSSES = ("mse", "l1")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 STATE = "train_state"
 # epochs when none are given: CarRacing's behaviour cloning of the recipe (4, before DAgger adds its rounds), PilotNet's 10
 DEFAULT_EPOCHS = {"carracing": 4, "udacity": 10}
@@ -92,6 +93,9 @@ class TrainConfig:
     val_episodes: list[str] | None = None  # carracing: the held-out episodes ("folder:seed"); drawn at start, saved in the run
     folds: int = 1  # carracing: > 1 is k-fold cross-validation by episode, one sub-run per fold
     device: str = "auto"  # auto (cuda when present), cpu, cuda, cuda:N
+    precision: str = field(default="auto", metadata={"choices": PRECISIONS})  # the training step's arithmetic: auto (fp16 on
+    # CUDA, fp32 on CPU), fp32, bf16 (autocast to bfloat16, no loss scaling; CPUs too) or fp16 (autocast to float16 with a
+    # loss scaler, whose state the resumable checkpoint keeps)
     seed: int = 0  # seed of the split, the initial weights, the batch order, dropout and augmentation
     net: dict[str, Any] = field(default_factory=dict)  # network options (nac.driving.DrivingNetConfig, nac.pilotnet.PilotNetConfig)
     checkpoint_seconds: float = 60.0  # how often the resumable state is written
@@ -126,6 +130,7 @@ class TrainConfig:
         need(self.folds == 1 or self.task == "carracing", "--folds is for the carracing task")
         need(self.checkpoint_seconds > 0, "checkpoint_seconds must be > 0")
         need(0.0 <= self.ema < 1.0, f"ema decay must be in [0, 1) (got {self.ema})")
+        need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
 
     @property
     def max_epochs(self) -> float:
@@ -174,9 +179,10 @@ class Task(Protocol):
 
 
 # ---------------------------------------------------------------------- resumable state
-def _save_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, counters: dict[str, Any], ema: nn.Module | None = None) -> None:
+def _save_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, counters: dict[str, Any], ema: nn.Module | None = None) -> int:
     """Weights (and their moving average) + optimizer tensors in alternating safetensors files,
-    then the JSON that names the newer one: an interruption at any point leaves one consistent state."""
+    then the JSON that names the newer one: an interruption at any point leaves one consistent state.
+    Returns the slot written, which the caller keeps so that the next state goes to the other file."""
     slot = 1 - counters.get("slot", 1)
     tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
     if ema is not None:
@@ -190,6 +196,7 @@ def _save_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, counters:
     tmp.replace(run / f"{STATE}.{slot}.safetensors")
     counters = {**counters, "slot": slot, "param_groups": opt_state["param_groups"]}
     write_json(run / f"{STATE}.json", counters)
+    return slot
 
 
 def _load_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, ema: nn.Module | None = None) -> dict[str, Any]:
@@ -244,14 +251,17 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
         # static_graph: every step uses the same parameters, so DDP learns once which ones get no gradient (nac-const's
         # backbone gates, with no ODE to feed) and skips them, where the default waits for their reduction and fails
         model = nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True)
-    amp = device.type == "cuda"  # mixed precision on GPUs; CPUs train in float32
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    precision = cfg.precision if cfg.precision != "auto" else ("fp16" if device.type == "cuda" else "fp32")
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")  # float16's range needs the loss scaled
     ema = AveragedModel(net, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema), use_buffers=True) if cfg.ema else None
 
     counters: dict[str, Any] = {"epoch": 0, "batch": 0, "step": 0, "seconds": 0.0, "best_score": None, "done": False}
     history: list[dict[str, Any]] = []
     if resume and (run / f"{STATE}.json").is_file():
         counters = _load_state(run, net, opt, ema)
+        if scaler.is_enabled() and counters.get("scaler"):  # the loss scale where the run stopped, not the initial one
+            scaler.load_state_dict(counters["scaler"])
         counters.setdefault("best_score", counters.pop("best_val_loss", None))  # states written before the rename
         history = json.loads((run / "metrics.json").read_text()).get("history", []) if (run / "metrics.json").is_file() else []
         counters["done"] = False  # a larger budget may have been given
@@ -273,7 +283,7 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
 
     def checkpoint() -> None:
         if dist_info.main:
-            _save_state(run, net, opt, counters, ema)
+            counters["slot"] = _save_state(run, net, opt, {**counters, "scaler": scaler.state_dict()}, ema)
 
     def diverged(what: str) -> None:
         kept = "its last checkpoint is kept" if (run / f"{STATE}.json").is_file() else "no checkpoint was written"
@@ -336,7 +346,7 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
                     continue
                 batch = task.batch(counters["epoch"], b, device)
                 torch.manual_seed(dropout_seed(cfg.seed, counters["step"], dist_info))  # reproducible on resume
-                with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
+                with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
                     loss, figures = task.loss(model, batch, device)
                 loss_value = float(loss.detach())
                 if any_process(dist_info, not math.isfinite(loss_value), device):  # every further step would be wasted

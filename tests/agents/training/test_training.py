@@ -118,3 +118,34 @@ def test_every_process_draws_its_own_dropout_and_one_process_the_same_as_before(
     assert one == [7 * 1_000_003 + step for step in range(5)]  # a single process: the seeds runs were trained with
     two = {(step, rank): dropout_seed(7, step, Dist(rank, 2)) for step in range(50) for rank in (0, 1)}
     assert len(set(two.values())) == len(two)  # no two (step, rank) share a stream
+
+
+def test_bfloat16_trains_on_the_cpu_through_the_same_loop(tmp_path):
+    cfg = TrainConfig.from_dict({**asdict(_cfg(tmp_path / "bf16")), "precision": "bf16"})
+    m = _fit(LineTask(), cfg)
+    losses = [r["val_loss"] for r in m["history"]]
+    assert m["finished"] and all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0] / 5
+    whole = _fit(LineTask(), _cfg(tmp_path / "fp32"))
+    assert losses != [r["val_loss"] for r in whole["history"]]  # another arithmetic, not float32 under another name
+
+
+def test_a_float16_run_resumes_with_its_loss_scale_to_the_weights_of_an_uninterrupted_one(tmp_path):
+    cfg = lambda out: TrainConfig.from_dict({**asdict(_cfg(out)), "precision": "fp16"})  # noqa: E731
+    _fit(LineTask(), cfg(tmp_path / "whole"))
+    with pytest.raises(KeyboardInterrupt):
+        _fit(LineTask(stop_at=19), cfg(tmp_path / "cut"))
+    saved = json.loads((tmp_path / "cut" / "train_state.json").read_text())["scaler"]
+    assert saved["scale"] < 2.0 ** 16  # the scaler backed off from its initial scale before the interruption
+    _fit(LineTask(), cfg(tmp_path / "cut"), resume=True)
+    _, a = load_checkpoint(tmp_path / "whole", name="last")
+    _, b = load_checkpoint(tmp_path / "cut", name="last")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_resumable_state_alternates_between_two_files(tmp_path):
+    _fit(LineTask(), _cfg(tmp_path / "r", epochs=3))
+    run = tmp_path / "r"
+    slots = [run / f"train_state.{k}.safetensors" for k in (0, 1)]
+    assert all(p.is_file() for p in slots)  # each checkpoint went to the file the previous one did not
+    newest = max(slots, key=lambda p: p.stat().st_mtime_ns)
+    assert json.loads((run / "train_state.json").read_text())["slot"] == slots.index(newest)
