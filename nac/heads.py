@@ -284,14 +284,20 @@ class _TorchRNN(_Recurrent):
         super().__init__(config)
         self.rnn = self.rnn_cls(config.input_dim, config.d_model, batch_first=True)
 
+    def _run(self, x: Tensor, state: Any) -> tuple[Tensor, Any]:
+        """torch's RNN in float32 whatever autocast asks: oneDNN has no bfloat16 LSTM on many CPUs (it raises), and the
+        recurrence is a small share of a driving network's step."""
+        with torch.autocast(x.device.type, enabled=False):
+            return self.rnn(x.float(), state)
+
     def _sequence(self, x: Tensor, timestamps: Tensor | None, key_padding_mask: Tensor | None) -> Tensor:
-        return self.readout(self.rnn(x)[0])
+        return self.readout(self._run(x, None)[0])
 
     def _init_state(self, batch_size: int) -> Any:
         return None  # torch RNNs start from zeros
 
     def _step(self, x_t: Tensor, state: Any, timestamp: Tensor | None) -> tuple[Tensor, Any]:
-        y, state = self.rnn(x_t[:, None], state)
+        y, state = self._run(x_t[:, None], state)
         return self.readout(y[:, 0]), state
 
 

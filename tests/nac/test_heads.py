@@ -223,3 +223,16 @@ def test_timed_heads_in_low_precision_read_gaps_late_in_an_episode_as_early_on(n
     with torch.no_grad():
         a, b = head(x, early), head(x, early + 300.0)
     assert torch.allclose(a.float(), b.float(), atol=0.05), (a - b).abs().max()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_head_trains_under_bfloat16_autocast_with_finite_gradients(name):
+    """Mixed precision as `train --precision bf16` runs it on a CPU: the forward under autocast, a float32 loss."""
+    torch.manual_seed(0)
+    head = build_head(name, input_dim=10, output_dim=5, d_model=16, num_heads=4)
+    x, ts = torch.randn(3, 6, 10), torch.cumsum(torch.rand(3, 6) * 0.04 + 0.02, 1) + 100.0
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = head(x, ts)
+    y.float().pow(2).mean().backward()
+    grads = [p.grad for p in head.parameters() if p.requires_grad and p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads) and any(g.abs().sum() > 0 for g in grads)
