@@ -155,13 +155,26 @@ def runs_needed(x: np.ndarray, y: np.ndarray, level: float = LEVEL, power: float
     s = np.sqrt((((xm - xm.mean()) ** 2).sum() + ((ym - ym.mean()) ** 2).sum()) / dof)
     if s == 0:
         return 2
-    for n in range(2, RUNS_CAP + 1):
+    def enough(n: int) -> bool:  # the test's power with n runs a side reaches `power`
         df = 2 * n - 2
         crit = t.ppf(0.5 + level / 2, df)
         nc = d / (s * np.sqrt(2 / n))
-        if nct.sf(crit, df, nc) + nct.cdf(-crit, df, nc) >= power:
-            return n
-    return RUNS_CAP + 1
+        return nct.sf(crit, df, nc) + nct.cdf(-crit, df, nc) >= power
+
+    if enough(2):
+        return 2
+    # the power grows with n: double until enough (far past it the noncentral t's tail is no longer computable, so the
+    # bracket is found from below), then bisect for the first n that is enough (not enough at lo, enough at hi)
+    lo, hi = 2, 4
+    while not enough(min(hi, RUNS_CAP)):
+        if hi >= RUNS_CAP:
+            return RUNS_CAP + 1
+        lo, hi = hi, 2 * hi
+    hi = min(hi, RUNS_CAP)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi
 
 
 def per_run(scores: np.ndarray, laps: np.ndarray, seeds: Sequence[int]) -> list[dict[str, Any]]:
