@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agents.carracing.seeds import TEST_SEED, VALIDATION_SEED
+from agents.carracing.seeds import TEST_SEED, VALIDATION_SEED, track_range
 from agents.evaluation.evaluate import EvaluateConfig
 from scripts.args import add_ray_flag, add_scenario_flag
 from scripts.options import add_fields, field_values
@@ -51,8 +51,6 @@ def run(args: argparse.Namespace) -> int:
         EvaluateConfig(**field_values(args, args.fields), ray=args.ray, perturb=spec, scenario=scenario)
         for scenario in args.scenario or ["clean"] for spec in specs  # all checked before the first episode
     ]
-    from agents.carracing.seeds import track_range
-
     seeds = track_range(args.seed_start, args.episodes)  # says whether they are the validation or the test tracks
     rows: list = []
     for cfg in configs:
