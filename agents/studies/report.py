@@ -69,11 +69,10 @@ def score_matrices(study: dict[str, Any], level: str) -> dict[str, dict[str, Any
         keys = sorted(runs)
         scores = np.array([[runs[k][s]["return"] for s in common] for k in keys], dtype=np.float64)
         eps = [runs[k][s] for k in keys for s in common]
-        laps = float(np.mean([e["lap_finished"] for e in eps]))
         # studies written before the skipped-tile count have no "skipped": None, not 0
         skipped = float(np.mean([lost_to_skip(e["lap_finished"], e["skipped"]) for e in eps])) if all("skipped" in e for e in eps) else None
         finished = np.array([[bool(runs[k][s]["lap_finished"]) for s in common] for k in keys])
-        out[g] = {"scores": scores, "finished": finished, "runs": keys, "seeds": common, "laps": laps, "skipped": skipped,
+        out[g] = {"scores": scores, "finished": finished, "runs": keys, "seeds": common, "laps": float(finished.mean()), "skipped": skipped,
                   "lost": [int(n) for n in (~finished).sum(axis=0)]}  # per held-out seed: runs without the lap
     return out
 
@@ -347,13 +346,13 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
     offline_name = "validation MSE" if key == "val_loss" else "offline accuracy"
     for level, entry in result["levels"].items():
         lines += [f"## {_title(level)}", "",
-                  f"| group | runs x tracks | IQM [95 % CI] | mean [95 % CI] | run means | sd of run means | worst episode | laps finished | lost to a skipped tile | {offline_name} |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  f"| group | runs x tracks | IQM [95 % CI] | mean [95 % CI] | mean ± std of episodes | run means | sd of run means | worst episode | laps finished | lost to a skipped tile | {offline_name} |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         rows = sorted(entry["aggregates"].items(), key=lambda kv: (kv[0] == EXPERT, -kv[1]["iqm"]))
         for g, a in rows:
             lines.append(
                 f"| {g} | {a['runs']} x {a['episodes']} | {_fmt_ci(a['iqm'], a['iqm_ci'])} | {_fmt_ci(a['mean'], a['mean_ci'])} "
-                f"| {', '.join(f'{m:.0f}' for m in a['run_means'])} | {_fmt_num(a.get('run_std'))} "
+                f"| {a['mean']:.0f} ± {a['episode_std']:.0f} | {', '.join(f'{m:.0f}' for m in a['run_means'])} | {_fmt_num(a.get('run_std'))} "
                 f"| {a['min_episode']:.1f} | {a['laps_finished']:.0%} | {_fmt_share(a.get('lost_to_skipped_tile'))} | {_fmt_offline(a.get(key), key)} |"
             )
         lines += _published(level)
