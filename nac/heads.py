@@ -287,6 +287,8 @@ class _TorchRNN(_Recurrent):
     def _run(self, x: Tensor, state: Any) -> tuple[Tensor, Any]:
         """torch's RNN in float32 whatever autocast asks: oneDNN has no bfloat16 LSTM on many CPUs (it raises), and the
         recurrence is a small share of a driving network's step."""
+        if not torch.amp.is_autocast_available(x.device.type):  # no autocast to leave (the meta device)
+            return self.rnn(x.float(), state)
         with torch.autocast(x.device.type, enabled=False):
             return self.rnn(x.float(), state)
 

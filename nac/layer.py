@@ -419,7 +419,8 @@ class NAC(nn.Module):
         tk, n = state["k"].shape[2], state["n"]
         # The cache holds exactly the keys this query may use (its past within the window), at
         # their absolute positions, so that sqrt's blocks line up with a full pass's.
-        rule = KeyRule(torch.full((1,), n - 1, device=x_t.device), torch.arange(n - tk, n, device=x_t.device), causal=True)
+        rule = KeyRule(torch.full((1,), n - 1, device=x_t.device), torch.arange(n - tk, n, device=x_t.device), causal=True,
+                       first_key=n - tk)
         out, details = self._attend(q, uq, state["k"], state["uk"], state["v"], t_new, state["t"], rule)
         y = self._merge(out)[:, 0]
         return (y, state, details) if return_details else (y, state)

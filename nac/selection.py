@@ -35,10 +35,11 @@ class KeyRule:
     """
 
     pos_q: Tensor  # (Tq,) position of each query among the keys
-    pos_k: Tensor  # (Tk,)
+    pos_k: Tensor  # (Tk,) consecutive positions
     causal: bool = False
     window: int | None = None
     key_padding_mask: Tensor | None = None  # (B, Tk), True = padding (torch MHA's convention)
+    first_key: int = 0  # pos_k[0] as a number: sqrt selection aligns its blocks by it without reading the device
 
     def mask(self, batch: int, start: int = 0, stop: int | None = None) -> Tensor:
         """(B|1, 1, c, Tk) bool for queries start:stop."""
@@ -102,7 +103,7 @@ def topk_sqrt(q: Tensor, k: Tensor, rule: KeyRule, topk: int, block_size: int | 
     tk = k.shape[2]
     kk = min(topk, tk)
     bs = block_size or max(1, math.ceil(math.sqrt(tk)))  # None: the block size adapts to T
-    lead = int(rule.pos_k[0]) % bs  # empty slots before the first key, to align the blocks
+    lead = rule.first_key % bs  # empty slots before the first key, to align the blocks
     nb = math.ceil((lead + tk) / bs)
     n_sel = min(nb, math.ceil(kk / bs) + 1)
     pad = nb * bs - tk - lead
@@ -123,7 +124,7 @@ def topk_sqrt(q: Tensor, k: Tensor, rule: KeyRule, topk: int, block_size: int | 
             cs = cs.masked_fill(~block_ok, float("-inf"))
             vals, blocks = cs.topk(n_sel, dim=-1)  # (B, H, c, n_sel)
         else:
-            own = ((rule.pos_q[s : s + chunk] - rule.pos_k[0] + lead) // bs).view(1, 1, c, 1)
+            own = ((rule.pos_q[s : s + chunk] - rule.first_key + lead) // bs).view(1, 1, c, 1)
             cs = cs.masked_fill(~block_ok | (blk_ids >= own), float("-inf"))
             vals, blocks = cs.topk(n_sel - 1, dim=-1)  # earlier blocks, then the own block
             blocks = torch.cat([blocks, own.expand(b, h, c, 1)], -1)

@@ -27,9 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             "'bench env' times env.step of gymnasium's CarRacing-v3 against nac-drive's FastCarRacing (renderer "
             "gymnasium: the same pixels; renderer direct: the default), the observation alone, a planned step of the "
             "discrete track expert and whole episodes (the expert's, a policy's: --runs RUN, default the shipped NAC), "
-            "each as a ratio to gymnasium's step measured in the same run. 'bench train' times "
-            "a behaviour-cloning step (forward, backward, Adam) per head with nac-drive's dropout and "
-            "torch's, in turn, in one process."
+            "each as a ratio to gymnasium's step measured in the same run. 'bench train' measures training "
+            "throughput as 'nacdrive train' steps, for the CarRacing network and PilotNet (--data, --recording: "
+            "default, a few episodes recorded now), on the CPU and the GPU where there is one: samples a second, "
+            "the step's p50 / p99 and the share of it spent waiting for data, with batches made ahead "
+            "(--prefetch) and when asked, and on the CPU with torch's dropout, every row beside its twins."
         ),
     )
     p.add_argument("target", choices=["nac", "policy", "bridge", "env", "train"], help="nac: the layer (Appendix D.4); policy: closed-loop step latency; bridge: Udacity bridge round trips; env: the simulator's step; train: a training step")
@@ -40,8 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=non_negative_int, default=0, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--skip-pairwise", action="store_true", help="leave out NAC-PW (O(T^2) memory)")
     p.add_argument("--runs", nargs="+", default=[], metavar="RUN", help="policy: run folders to time; env: the policy whose episodes are timed (default the shipped NAC)")
-    p.add_argument("--heads", nargs="*", default=None, metavar="HEAD", help="policy: untrained networks to time (default nac lstm gru cfc mha without --runs); train: heads (default nac)")
-    p.add_argument("--steps", type=positive_int, default=None, help="policy, env: steps timed (default 1000); train: steps per dropout (default 60)")
+    p.add_argument("--heads", nargs="*", default=None, metavar="HEAD", help="policy: untrained networks to time (default nac lstm gru cfc mha without --runs); train: the head (default nac)")
+    p.add_argument("--steps", type=positive_int, default=None, help="policy, env: steps timed (default 1000); train: steps per row (default 60)")
+    p.add_argument("--data", metavar="DIR", help="train: CarRacing demonstrations to take batches from (default: 4 episodes recorded now)")
+    p.add_argument("--recording", metavar="DIR", help="train: a Udacity recording (default: 2 stand-in episodes recorded now)")
+    p.add_argument("--prefetch", type=non_negative_int, default=None, help="train: batches made ahead (default: train's)")
     p.add_argument("--run", metavar="RUN", help="bridge: a --task udacity run to serve")
     p.add_argument("--seconds", type=positive_int, default=60, help="bridge: how long to drive (default 60)")
     p.set_defaults(func=run)
@@ -101,15 +106,29 @@ def run_env(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from agents.evaluation.latency import bench_train
+    import tempfile
 
-    steps = args.steps or 60
-    rows = bench_train(args.heads or ["nac"], steps=steps, threads=args.threads or 1)
-    print("| head | dropout | steps | p50 ms | p90 ms | p99 ms | max ms |\n|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['head']} | {r['dropout']} | {r['steps']} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} |")
-    for r in rows[::2]:
-        print(f"{r['head']}: torch's dropout / ours, median step: {r['ratio_p50']:.2f}x")
+    from agents.training.collect import CollectConfig, collect
+    from agents.training.throughput import bench_train, markdown
+    from sim_bridge.carracing_sim import record_training
+    from sim_bridge.config import SimConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = {"carracing": args.data, "udacity": args.recording}
+        if data["carracing"] is None:  # the track expert's frames, recorded now: the batches are real ones
+            print("  recording CarRacing demonstrations (4 episodes of 200 steps)", file=sys.stderr, flush=True)
+            data["carracing"] = str(Path(tmp) / "demos")
+            collect(CollectConfig(out=data["carracing"], episodes=4, max_steps=200, workers=1, continuous=True))
+        if data["udacity"] is None:  # the stand-in simulator's camera images, in the real simulator's format
+            print("  recording a stand-in Udacity session (2 episodes of 150 frames)", file=sys.stderr, flush=True)
+            data["udacity"] = str(Path(tmp) / "udacity")
+            record_training(SimConfig(record=data["udacity"], episodes=2, max_steps=150))
+        head = (args.heads or ["nac"])[0]
+        rows = bench_train(data, head, steps=args.steps or 60, prefetch=args.prefetch)
+    print(markdown(rows))
+    print(f"\nhead {head}; a step: the batch (waited for, if not made ahead), forward, backward, Adam, synchronised on a "
+          "GPU; x when asked: samples a second over the same device's row whose batches are made when the step asks; x cpu: "
+          "over the CPU's row of the same kind, in this run")
     _write_json(args.json, rows)
     return 0
 

@@ -47,8 +47,28 @@ def wheel_after(angle: np.ndarray | float, action: np.ndarray | int) -> np.ndarr
     expert episodes this model stayed within 0.001 rad of Box2D's joint, and over a lap driven to
     the joint's stops (tests/agents/experts/test_expert.py). Elementwise over arrays."""
     action = np.asarray(action)
-    aim = np.where(action == 1, -DISCRETE_STEER, np.where(action == 2, DISCRETE_STEER, 0.0))
-    return np.clip(angle + np.clip(aim - angle, -WHEEL_RATE, WHEEL_RATE), -WHEEL_STOP, WHEEL_STOP)
+    return _turned(angle, np.where(action == 1, -DISCRETE_STEER, np.where(action == 2, DISCRETE_STEER, 0.0)))
+
+
+def _turned(angle, aim):  # noqa: ANN001, ANN202 - arrays of numpy or torch alike
+    """The wheel angle one step after its motor aimed it at `aim` (wheel_after's rule, on numpy arrays or torch tensors)."""
+    return np.clip(angle + np.clip(aim - angle, -WHEEL_RATE, WHEEL_RATE), -WHEEL_STOP, WHEEL_STOP) if not _is_tensor(angle) \
+        else (angle + (aim - angle).clip(-WHEEL_RATE, WHEEL_RATE)).clip(-WHEEL_STOP, WHEEL_STOP)
+
+
+def _is_tensor(a: object) -> bool:
+    """Whether `a` is a torch tensor: wheel_action then decodes on its device (training's accuracy, with no copy to
+    the host), and this module still imports no torch."""
+    return type(a).__module__.startswith("torch")
+
+
+def _where(cond, a, b):  # noqa: ANN001, ANN202
+    """np.where, or torch.where where the condition is a torch tensor."""
+    if _is_tensor(cond):
+        import torch
+
+        return torch.where(cond, a, b)
+    return np.where(cond, a, b)
 
 
 # The speed bar of CarRacing's instrument panel (car_racing._render_indicators): a white bar from
@@ -113,13 +133,13 @@ def wheel_action(target: np.ndarray | float, excess: np.ndarray | float, wheel: 
     Steering first: a discrete car cannot steer and brake in one step, and braking unwinds its
     wheels; the expert brakes on the straight before a bend, but a policy that brakes late, in the
     bend, straightened its wheels and left the road (docs/studies/discrete-heads/README.md, 'Steering before braking').
-    Elementwise."""
-    target, wheel, excess = (np.asarray(a, dtype=np.float64) for a in (target, wheel, excess))
-    if steer is None:
-        nxt = wheel_after(wheel[None], WHEEL_CHOICES.reshape((3,) + (1,) * wheel.ndim))  # (3, ...)
-        steer = WHEEL_CHOICES[np.abs(nxt - target[None]).argmin(0)]
-    brake = (excess > BRAKE_EXCESS) & (np.abs(target - wheel) <= STEER_FIRST)
-    return np.where(brake, 4, np.where((steer == 3) & (excess > 0), 0, steer))
+    Elementwise, over numpy arrays or torch tensors (decoded on their device, in float64 either way)."""
+    target, wheel, excess = (a.double() if _is_tensor(a) else np.asarray(a, dtype=np.float64) for a in (target, wheel, excess))
+    if steer is None:  # the choice whose wheels come nearest the target, ties to the first of gas, right, left (WHEEL_CHOICES)
+        gas, right, left = (abs(_turned(wheel, aim) - target) for aim in (0.0, -DISCRETE_STEER, DISCRETE_STEER))
+        steer = _where((gas <= right) & (gas <= left), 3, _where(right <= left, 1, 2))
+    brake = (excess > BRAKE_EXCESS) & (abs(target - wheel) <= STEER_FIRST)
+    return _where(brake, 4, _where((steer == 3) & (excess > 0), 0, steer))
 
 
 def check_renderer(renderer: str) -> None:

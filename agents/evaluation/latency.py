@@ -1,10 +1,9 @@
-"""Per-step latency of driving policies on one CPU thread (`nacdrive bench policy`), of the
-simulator's step with gymnasium's renderer against ours (`nacdrive bench env`), and of a training
-step with torch's dropout against ours (`nacdrive bench train`)."""
+"""Per-step latency of driving policies on one CPU thread (`nacdrive bench policy`) and of the
+simulator's step with gymnasium's renderer against ours (`nacdrive bench env`); training's throughput
+is agents.training.throughput's."""
 
 from __future__ import annotations
 
-import copy
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -19,7 +18,7 @@ from agents.carracing.env import ENV_ID, make_env
 from agents.carracing.render import DirectRenderer
 from agents.experts import make_expert
 from agents.driving.policy import DrivingPolicy
-from nac.driving import Dropout, DrivingNet, DrivingNetConfig
+from nac.driving import DrivingNet, DrivingNetConfig
 
 PRETRAINED_NAC = str(Path(__file__).parents[1] / "pretrained" / "nac")  # the policy whose episodes bench env times
 
@@ -170,48 +169,4 @@ def bench_policies(runs: list[str], heads: list[str], steps: int = 1000, threads
         torch.manual_seed(0)
         policy = DrivingPolicy(DrivingNet(DrivingNetConfig(head=head)))
         rows.append({"policy": f"untrained {head}", "head": head, **step_latency(policy, frames)})
-    return rows
-
-
-def with_torch_dropout(net: torch.nn.Module) -> torch.nn.Module:
-    """A copy of net (same weights) whose Dropout layers are torch's nn.Dropout."""
-    twin = copy.deepcopy(net)
-    for module in list(twin.modules()):
-        for name, child in module.named_children():
-            if isinstance(child, Dropout):
-                setattr(module, name, torch.nn.Dropout(child.p))
-    return twin
-
-
-def bench_train(heads: list[str], steps: int = 60, threads: int = 1, seed: int = 0) -> list[dict[str, Any]]:
-    """One behaviour-cloning step (forward, backward, Adam) of the driving network per head, on
-    batches as training builds them (32 windows of 8 frames, 4 runs of 8 overlapping windows:
-    60 distinct real frames), with nac-drive's Dropout and, on a copy of the network, torch's,
-    taken in turn in blocks of 5 steps in one process: per-step percentiles and the ratio of medians."""
-    torch.set_num_threads(threads)
-    frames = torch.from_numpy(camera_frames(600, seed))
-    rng = np.random.default_rng(seed)
-    rows = []
-    for head in heads:
-        torch.manual_seed(seed)
-        ours = DrivingNet(DrivingNetConfig(head=head, action_space="continuous"))
-        nets = {"nac-drive Dropout": ours, "torch nn.Dropout": with_torch_dropout(ours)}
-        opts = {name: torch.optim.Adam(net.parameters(), 1e-4, fused=True) for name, net in nets.items()}  # as training steps
-        ms: dict[str, list[float]] = {name: [] for name in nets}
-        for block in range(2 * (steps // 5 + 1)):
-            name = list(nets)[block % 2]
-            net, opt = nets[name].train(), opts[name]
-            for _ in range(5):
-                starts = rng.integers(0, len(frames) - 15, size=4)
-                rows_ = np.concatenate([np.arange(s, s + 15) for s in starts])  # 4 x 15 distinct frames
-                index = torch.tensor([[r * 15 + w + k for k in range(8)] for r in range(4) for w in range(8)])
-                t0 = time.perf_counter()
-                loss = net(frames[rows_], index.float() / 50.0, index).pow(2).mean()
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                ms[name].append((time.perf_counter() - t0) * 1e3)
-        stats = {name: percentiles(v[5:]) for name, v in ms.items()}  # the first block warms up
-        ratio = stats["torch nn.Dropout"]["p50_ms"] / stats["nac-drive Dropout"]["p50_ms"]
-        rows += [{"head": head, "dropout": name, **st, "ratio_p50": ratio} for name, st in stats.items()]
     return rows

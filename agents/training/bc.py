@@ -24,7 +24,7 @@ from agents.carracing.env import STATE_FIELDS, WHEEL_LIMIT, WHEEL_RATE, make_env
 from agents.driving.policy import DrivingPolicy, resolve_device
 from agents.driving.rollout import run_episode
 from agents.training.distributed import barrier, init_distributed
-from agents.training.loop import TrainConfig, fit, prepare_run
+from agents.training.loop import TrainConfig, fit, prepare_run, to_device
 from datasets.demos import DataError, DemoSet, Episode, read_episode
 from nac.checkpoint import write_json
 from datasets.windows import FrameStore, FrameWindows, arrival_back, jittered_back, kfold_by_episode, split_by_episode
@@ -55,18 +55,18 @@ def net_config(cfg: TrainConfig, action_space: str) -> DrivingNetConfig:
 
 
 # ---------------------------------------------------------------------- data
-def action_classes(actions: np.ndarray) -> np.ndarray:
+def action_classes(actions: np.ndarray | Tensor) -> np.ndarray | Tensor:
     """(N,) class index into CLASSES of each action: the discrete action itself, or what a
-    continuous (steer, gas, brake) does most (brake over steering over gas)."""
+    continuous (steer, gas, brake) does most (brake over steering over gas). A numpy array gives
+    a numpy array; a tensor a tensor on its device (training's accuracy reads nothing back)."""
+    tensor = isinstance(actions, Tensor)
     if actions.ndim == 1:
-        return actions.astype(np.int64)
+        return actions.long() if tensor else actions.astype(np.int64)
+    where = torch.where if tensor else np.where
     steer, gas, brake = actions[:, 0], actions[:, 1], actions[:, 2]
-    cls = np.full(len(actions), 0, dtype=np.int64)
-    cls[gas > 0.1] = 3
-    cls[steer < -0.1] = 2  # CarRacing: negative steer turns left
-    cls[steer > 0.1] = 1
-    cls[brake > BRAKE_ON] = 4
-    return cls
+    # CarRacing: negative steer turns left
+    cls = where(brake > BRAKE_ON, 4, where(steer > 0.1, 1, where(steer < -0.1, 2, where(gas > 0.1, 3, 0))))
+    return cls if tensor else cls.astype(np.int64)
 
 
 class Demos:
@@ -134,28 +134,25 @@ class Batches:
     def rows(self, chunks: np.ndarray) -> np.ndarray:
         return np.concatenate([np.arange(self.starts[c], self.starts[c] + self.lengths[c]) for c in chunks])
 
-    def batch(self, rows: np.ndarray, device: torch.device, back: np.ndarray | None = None) -> dict[str, Tensor]:
-        """Distinct frames of the rows' windows, the index of each window into them, times, labels.
+    def batch(self, rows: np.ndarray, back: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Distinct frames of the rows' windows, the index of each window into them, times, labels, on the host.
         back: irregular windows (see datasets.windows.jittered_back)."""
         s = self.windows.store
         idx, _ = self.windows.indices(rows, back)  # (n, W) frame rows
         uniq, inverse = np.unique(idx, return_inverse=True)
         return {
-            "frames": torch.from_numpy(s.frames[uniq]).to(device, non_blocking=True),  # (U, H, W, 3)
-            "index": torch.from_numpy(inverse.reshape(idx.shape)).to(device),  # (n, W)
-            "timestamps": torch.from_numpy(s.timestamps[idx]).float().to(device),  # (n, W)
-            **labels(s, rows, device, self.targets),
+            "frames": s.frames[uniq],  # (U, H, W, 3)
+            "index": inverse.reshape(idx.shape),  # (n, W)
+            "timestamps": s.timestamps[idx].astype(np.float32),  # (n, W)
+            **labels(s, rows, self.targets),
         }
 
 
-def labels(store: FrameStore, rows: np.ndarray, device: torch.device, targets: dict[str, np.ndarray]) -> dict[str, Tensor]:
+def labels(store: FrameStore, rows: np.ndarray, targets: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """What the loss compares the rows' outputs with: the expert's actions, their classes, and
     the network's further targets (net_targets)."""
-    out = {
-        "actions": torch.from_numpy(store.actions[rows]).to(device),  # (n,) or (n, 3)
-        "classes": torch.from_numpy(action_classes(store.actions[rows])).to(device),  # (n,)
-    }
-    return out | {name: torch.from_numpy(t[rows]).to(device) for name, t in targets.items()}
+    actions = store.actions[rows]  # (n,) or (n, 3)
+    return {"actions": actions, "classes": action_classes(actions), **{name: t[rows] for name, t in targets.items()}}
 
 
 PLAN = STATE_FIELDS.index("plan_wheel_angle")
@@ -213,10 +210,9 @@ def turn_rates(store: FrameStore) -> np.ndarray:
     return out
 
 
-def chunk_of_frames(n_frames: int, index: Tensor, chunk_of_row: np.ndarray) -> np.ndarray:
+def chunk_of_frames(n_frames: int, idx: np.ndarray, chunk_of_row: np.ndarray) -> np.ndarray:
     """(U,) the chunk of each of a batch's frames: that of the first window that uses it, so that a
-    window's frames take one chunk's random draws. index (n, W) into the frames."""
-    idx = index.cpu().numpy()
+    window's frames take one chunk's random draws. idx (n, W) into the frames."""
     first_row = np.full(n_frames, idx.shape[0])
     np.minimum.at(first_row, idx.ravel(), np.repeat(np.arange(idx.shape[0]), idx.shape[1]))
     return chunk_of_row[np.minimum(first_row, idx.shape[0] - 1)]
@@ -278,8 +274,7 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         if "angle_weight" in batch:  # train --turn-weight: where the plan turns fast (training only; validation is unweighted)
             angle_se = angle_se * batch["angle_weight"]
         per_row = angle_se + speed_se
-        decoded = wheel_action(angle.detach().cpu().numpy(), excess.detach().cpu().numpy(), batch["wheel_now"].cpu().numpy())
-        return per_row, torch.from_numpy(decoded).to(raw.device) == labels
+        return per_row, wheel_action(angle.detach(), excess.detach(), batch["wheel_now"]) == labels
     if net.config.action_space == "discrete":
         labels = batch["actions"].long()
         # a network trained on action rates: cross-entropy against the rates (soft targets)
@@ -299,7 +294,7 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
         per_row = (err**2 if loss == "mse" else err.abs()).mean(-1)
     if net.config.action_space == "continuous":
         pred = net.squash(raw.float())
-        correct = torch.from_numpy(action_classes(pred.detach().cpu().numpy())).to(raw.device) == batch["classes"]
+        correct = action_classes(pred.detach()) == batch["classes"]
     if weights is not None:
         per_row = per_row * weights[batch["classes"]]
     return per_row, correct
@@ -318,7 +313,7 @@ def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch
     for i in range(0, len(s), batch_rows):
         rows = np.arange(i, min(len(s), i + batch_rows))
         idx, _ = windows.indices(rows)
-        batch = labels(s, rows, device, targets)
+        batch = to_device(labels(s, rows, targets), device)
         raw = net.decide(feats[torch.from_numpy(idx).to(device)], torch.from_numpy(s.timestamps[idx]).float().to(device), embedded=True)
         per_row, ok = loss_terms(net, raw, batch, None, loss)
         losses.append(per_row.cpu())
@@ -457,19 +452,20 @@ class CarRacingTask:
             arrival, has = self.arrival[0][rows], self.arrival[1][rows]  # arrival's other rows hold the regular window
             if has.any():  # the windows the policy saw, where it decided
                 back = arrival if back is None else np.where(has[:, None], arrival, back)
-        batch = self.batches.batch(rows, device, back)
+        host = self.batches.batch(rows, back)
+        batch = to_device(host, device)
         if self.shift or self.augment != "none":
             chunk_of_row = np.repeat(np.arange(len(chunks)), self.batches.lengths[chunks])
-            chunk = chunk_of_frames(len(batch["frames"]), batch["index"], chunk_of_row)
+            chunk = chunk_of_frames(len(host["frames"]), host["index"], chunk_of_row)
             if self.shift:
                 batch["frames"] = shifted(batch["frames"], chunk, self.shift, np.random.default_rng([self.seed, epoch, b, 1]))
             batch["frames"] = augment(batch["frames"], chunk, self.augment, np.random.default_rng([self.seed, epoch, b, 2]))
         return batch
 
-    def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
+    def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, Tensor]]:
         raw = model(batch["frames"], batch["timestamps"], batch["index"])
         per_row, correct = loss_terms(self.net, raw, batch, self._loss_weights(device), self.loss_kind)
-        return per_row.mean(), {"acc": float(correct.float().mean())}
+        return per_row.mean(), {"acc": correct.float().mean()}
 
     def _loss_weights(self, device: torch.device) -> Tensor | None:
         """The class weights as a tensor on `device`, made once (the loss runs every step)."""

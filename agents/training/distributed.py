@@ -1,5 +1,5 @@
 """torchrun plumbing for the training loop: one process per GPU (or CPU processes with gloo),
-the process's rank, a barrier, and an any-process flag so that every process stops at the same step."""
+the process's rank, a barrier, and any-process flags so that every process stops at the same step."""
 
 from __future__ import annotations
 
@@ -40,12 +40,12 @@ def barrier(d: Dist) -> None:
         dist.barrier()
 
 
-def any_process(d: Dist, flag: bool, device: torch.device) -> bool:
-    """True when any process says so (processes must stop at the same step under DDP)."""
+def any_process(d: Dist, flags: list[bool], device: torch.device) -> list[bool]:
+    """Each flag, true when any process raises it (processes must stop at the same step under DDP): one all-reduce."""
     if d.world <= 1:
-        return flag
+        return list(flags)
     import torch.distributed as dist
 
-    t = torch.tensor([float(flag)], device=device)
+    t = torch.tensor([float(f) for f in flags], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return [bool(v) for v in t.tolist()]

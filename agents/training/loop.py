@@ -12,25 +12,30 @@ uninterrupted one.
 The loop knows no task: a task (agents.training.bc's CarRacing windows, agents.training.udacity's PilotNet) is
 built by its trainer and handed to `fit`; `agents.training.tasks.train` picks the trainer by name. A task
 supplies the network and its data: `net` (with save()), `label`, `extra` (what goes into
-config.json), `batches_per_epoch()`, `batch(epoch, b, device)`, `loss(model, batch, device)` ->
-(mean loss, progress figures), and `validate(device)` -> figures including "val_loss".
+config.json), `batches_per_epoch()`, `batch(epoch, b, device)` (a function of (epoch, b) alone: the loop prepares batches
+ahead, in a thread of its own), `loss(model, batch, device)` -> (mean loss, progress figures, both tensors left on
+the device), and `validate(device)` -> figures including "val_loss".
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import os
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
+import numpy as np
+
 import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
 from agents.training.augment import AUGMENTS, check_augment
@@ -46,6 +51,11 @@ BALANCE = ("auto", "weights", "sampler", "none")
 LOSSES = ("mse", "l1")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 STATE = "train_state"
+LOG_EVERY = 20  # steps between the loop's reads of the device: progress figures, TensorBoard, the checks for a loss that is
+# not finite and for the time budget, and the resumable state; in between, a step reads nothing back from the device
+# Deterministic cuBLAS on CUDA (PyTorch's reproducibility notes): read when cuBLAS starts, so set on import, before the
+# first matrix product of the process; the loop asks for deterministic kernels (fit) and this is the half CUDA needs
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # epochs when none are given: CarRacing's behaviour cloning of the recipe (4, before DAgger adds its rounds), PilotNet's 10
 DEFAULT_EPOCHS = {"carracing": 4, "udacity": 10}
 
@@ -93,6 +103,8 @@ class TrainConfig:
     val_episodes: list[str] | None = None  # carracing: the held-out episodes ("folder:seed"); drawn at start, saved in the run
     folds: int = 1  # carracing: > 1 is k-fold cross-validation by episode, one sub-run per fold
     device: str = "auto"  # auto (cuda when present), cpu, cuda, cuda:N
+    prefetch: int = 2  # batches prepared ahead of the step, in a thread of their own (0: each when the step asks for it);
+    # their host memory pinned where the device is a GPU
     precision: str = field(default="auto", metadata={"choices": PRECISIONS})  # the training step's arithmetic: auto (fp16 on
     # CUDA, fp32 on CPU), fp32, bf16 (autocast to bfloat16, no loss scaling; CPUs too) or fp16 (autocast to float16 with a
     # loss scaler, whose state the resumable checkpoint keeps)
@@ -131,6 +143,7 @@ class TrainConfig:
         need(self.checkpoint_seconds > 0, "checkpoint_seconds must be > 0")
         need(0.0 <= self.ema < 1.0, f"ema decay must be in [0, 1) (got {self.ema})")
         need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
+        need(self.prefetch >= 0, f"prefetch must be >= 0 batches (got {self.prefetch})")
 
     @property
     def max_epochs(self) -> float:
@@ -173,7 +186,7 @@ class Task(Protocol):
 
     def batch(self, epoch: int, b: int, device: torch.device) -> dict[str, Tensor]: ...
 
-    def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]: ...
+    def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, Tensor]]: ...
 
     def validate(self, device: torch.device) -> dict[str, float]: ...
 
@@ -233,6 +246,143 @@ def prepare_run(cfg: TrainConfig, resume: bool) -> TrainConfig:
     return cfg
 
 
+# ---------------------------------------------------------------------- the step and its batches
+def to_device(arrays: dict[str, np.ndarray | Tensor], device: torch.device) -> dict[str, Tensor]:
+    """A batch prepared on the host, moved to `device`: through pinned memory where that is a GPU, so that the
+    copies leave without waiting (from pageable memory `non_blocking` does nothing)."""
+    out = {}
+    for k, a in arrays.items():
+        t = torch.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
+        if device.type == "cuda":
+            t = t.pin_memory()
+        out[k] = t.to(device, non_blocking=True)
+    return out
+
+
+def prepared(task: Task, epoch: int, batches: list[int], device: torch.device, ahead: int) -> Iterator[tuple[int, dict[str, Tensor], float]]:
+    """(b, batch, seconds the caller waited for it) for the batches b of `batches` in order, each prepared up to
+    `ahead` batches before it is asked for, in one thread of its own (0: when asked, in the caller's thread). The
+    same batches either way: a task's batch is a function of (epoch, b). One thread, not a DataLoader's worker
+    processes: a batch is index arithmetic on arrays this process holds (numpy and torch release the GIL for it),
+    and the augmentations run on the device."""
+    if ahead == 0:
+        for b in batches:
+            t = time.perf_counter()
+            batch = task.batch(epoch, b, device)
+            yield b, batch, time.perf_counter() - t
+        return
+    pool = ThreadPoolExecutor(1, thread_name_prefix="batches")
+    todo = iter(batches)
+    queue: deque[tuple[int, Future]] = deque()
+
+    def ask() -> None:
+        b = next(todo, None)
+        if b is not None:
+            queue.append((b, pool.submit(task.batch, epoch, b, device)))
+
+    try:
+        for _ in range(ahead):
+            ask()
+        while queue:
+            b, future = queue.popleft()
+            t = time.perf_counter()
+            batch = future.result()
+            waited = time.perf_counter() - t
+            ask()  # before the step: the next batch is made while this one trains
+            yield b, batch, waited
+    finally:
+        for _, future in queue:
+            future.cancel()
+        pool.shutdown(wait=True)
+
+
+class MovingAverage(nn.Module):
+    """An exponential moving average of a network's weights and buffers: what torch's AveragedModel keeps with
+    get_ema_multi_avg_fn(decay) and use_buffers (the same arithmetic and state_dict, so either's resumable state
+    reads), without reading its step count back from the device twice a step as AveragedModel does."""
+
+    def __init__(self, net: nn.Module, decay: float) -> None:
+        super().__init__()
+        self.module = copy.deepcopy(net)
+        self.decay = decay
+        device = next(net.parameters()).device
+        self.register_buffer("n_averaged", torch.tensor(0, dtype=torch.long, device=device))
+        self.started = False  # whether the average holds weights yet (known on the host: set again when a state loads)
+
+    def load_state_dict(self, state_dict: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        out = super().load_state_dict(state_dict, *args, **kwargs)
+        self.started = bool(self.n_averaged > 0)
+        return out
+
+    @torch.no_grad()
+    def update(self, net: nn.Module) -> None:
+        mine = [*self.module.parameters(), *self.module.buffers()]
+        theirs = [t.detach() for t in (*net.parameters(), *net.buffers())]
+        if not self.started:
+            torch._foreach_copy_(mine, theirs)
+            self.started = True
+        else:
+            floats = [i for i, t in enumerate(mine) if t.is_floating_point()]
+            torch._foreach_lerp_([mine[i] for i in floats], [theirs[i] for i in floats], 1 - self.decay)
+            for i in set(range(len(mine))) - set(floats):  # integer buffers, as AveragedModel averages them
+                mine[i].copy_(mine[i] * self.decay + theirs[i] * (1 - self.decay))
+        self.n_averaged += 1
+
+
+class Stepper:
+    """The training step: the network (wrapped in DistributedDataParallel under torchrun), Adam, the arithmetic
+    (autocast, float16's loss scaler) and the moving average of the weights. A step reads nothing back from the
+    device: the loss and the progress figures are averaged where they are, and the first step whose loss was not
+    finite is noted there; `read()` brings them to the host, which the loop does every LOG_EVERY steps."""
+
+    def __init__(self, task: Task, cfg: TrainConfig, dist_info: Dist, device: torch.device) -> None:
+        self.task, self.seed, self.dist, self.device = task, cfg.seed, dist_info, device
+        self.net = task.net.to(device)
+        # fused: one kernel for every parameter's update, and the loss scaler's skip decided on the device; on 2 CPU
+        # threads 0.85 ms a step against the default (foreach) 3.8 ms, about 4 % of a driving network's step
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.lr, fused=True)
+        self.model: nn.Module = self.net
+        if dist_info.world > 1:
+            # static_graph: every step uses the same parameters, so DDP learns once which ones get no gradient
+            # (nac-const's backbone gates, with no ODE to feed) and skips them, where the default waits for their
+            # reduction and fails
+            self.model = nn.parallel.DistributedDataParallel(
+                self.net, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True)
+        precision = cfg.precision if cfg.precision != "auto" else ("fp16" if device.type == "cuda" else "fp32")
+        self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")  # float16's range needs the loss scaled
+        self.ema = MovingAverage(self.net, cfg.ema) if cfg.ema else None
+        self.avg: dict[str, Tensor] = {}
+        self.first_bad = torch.full((), -1, dtype=torch.long, device=device)  # the first step whose loss was not finite
+        self.bad_loss = torch.zeros((), device=device)  # and its loss
+
+    def step(self, batch: dict[str, Tensor], step: int) -> None:
+        torch.manual_seed(dropout_seed(self.seed, step, self.dist))  # reproducible on resume
+        with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None):
+            loss, figures = self.task.loss(self.model, batch, self.device)
+        value = loss.detach().float()
+        new_bad = ~torch.isfinite(value) & (self.first_bad < 0)
+        self.first_bad = torch.where(new_bad, step, self.first_bad)
+        self.bad_loss = torch.where(new_bad, value, self.bad_loss)
+        self.opt.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.opt)
+        self.scaler.update()
+        if self.ema is not None:
+            self.ema.update(self.net)
+        for k, v in {"loss": value, **figures}.items():
+            v = v.detach().float()
+            self.avg[k] = v if k not in self.avg else torch.lerp(self.avg[k], v, 0.02)
+
+    def read(self) -> tuple[dict[str, float], tuple[int, float] | None]:
+        """The running averages of the loss and the figures, and (step, loss) of the first step whose loss was not
+        finite (None while there is none): one transfer from the device."""
+        keys = list(self.avg)
+        values = torch.stack([self.first_bad.double(), self.bad_loss.double(), *(self.avg[k].double() for k in keys)]).tolist()
+        bad = None if values[0] < 0 else (int(values[0]), values[1])
+        return dict(zip(keys, values[2:])), bad
+
+
 # ---------------------------------------------------------------------- the loop
 def dropout_seed(seed: int, step: int, dist_info: Dist) -> int:
     """The seed of a training step's dropout: a stream of its own for every process under torchrun (their
@@ -242,19 +392,8 @@ def dropout_seed(seed: int, step: int, dist_info: Dist) -> int:
 
 def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, resume: bool, quiet: bool, restart_best: bool = False) -> dict[str, Any]:
     run = Path(cfg.out)
-    net = task.net.to(device)
-    # fused: one kernel for every parameter's update; on 2 CPU threads 0.85 ms a step against the
-    # default (foreach) 3.8 ms, about 4 % of a driving network's step (the same update, rounded differently)
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, fused=True)
-    model: nn.Module = net
-    if dist_info.world > 1:
-        # static_graph: every step uses the same parameters, so DDP learns once which ones get no gradient (nac-const's
-        # backbone gates, with no ODE to feed) and skips them, where the default waits for their reduction and fails
-        model = nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True)
-    precision = cfg.precision if cfg.precision != "auto" else ("fp16" if device.type == "cuda" else "fp32")
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")  # float16's range needs the loss scaled
-    ema = AveragedModel(net, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema), use_buffers=True) if cfg.ema else None
+    stepper = Stepper(task, cfg, dist_info, device)
+    net, opt, scaler, ema = stepper.net, stepper.opt, stepper.scaler, stepper.ema
 
     counters: dict[str, Any] = {"epoch": 0, "batch": 0, "step": 0, "seconds": 0.0, "best_score": None, "done": False}
     history: list[dict[str, Any]] = []
@@ -290,6 +429,27 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
         raise TrainingDiverged(f"{task.label} diverged: {what}; {run} is not finished and {kept}. "
                                "Lower --lr, or check the data for values that are not finite.")
 
+    steps_at: dict[int, tuple[int, int]] = {}  # step -> (epoch, batch) of the steps since the last read
+
+    def read_device(bar: tqdm | None = None) -> bool:
+        """The one read of the device between log steps: stops on a training loss that was not finite since the last
+        read (before the resumable state can keep the weights it made); True when any process is out of time."""
+        averages, bad = stepper.read()
+        late = cfg.minutes is not None and counters["seconds"] >= cfg.minutes * 60
+        any_bad, any_late = any_process(dist_info, [bad is not None, late], device)
+        if any_bad:
+            if bad is None:
+                diverged(f"the training loss is not finite in another process, by step {counters['step']}")
+            epoch, b = steps_at.get(bad[0], (counters["epoch"], -1))
+            diverged(f"the training loss is {bad[1]} at epoch {epoch + 1}, batch {b} (step {bad[0]})")
+        steps_at.clear()
+        if bar is not None:
+            bar.set_postfix({k: f"{v:.3f}" for k, v in averages.items()})
+        if writer is not None:
+            for k, v in averages.items():
+                writer.add_scalar(f"train/{k}", v, counters["step"])
+        return any_late
+
     def end_of_period() -> None:
         """Validate, keep the best weights (the moving average, with ema), write metrics; a loss
         that is not finite stops training instead."""
@@ -311,7 +471,7 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
                         net.save(run, "best", task.extra)
                     net.save(run, "last", task.extra)
             net.train()
-        if any_process(dist_info, bad is not None, device):
+        if any_process(dist_info, [bad is not None], device)[0]:
             diverged(f"the validation loss is {bad} after epoch {counters['epoch']} (step {counters['step']})")
         if dist_info.main:
             write_metrics(run, task.label, history, counters)
@@ -334,51 +494,37 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
         while not out_of_budget():
             n_batches = task.batches_per_epoch()
             usable = n_batches - n_batches % dist_info.world  # every process takes as many steps
+            mine = [b for b in range(counters["batch"], usable) if b % dist_info.world == dist_info.rank]  # this process's share
             bar = tqdm(
                 total=n_batches, initial=counters["batch"], desc=f"{task.label} epoch {counters['epoch'] + 1}",
                 unit="batch", dynamic_ncols=True, disable=quiet or not dist_info.main, leave=False,
             )
-            avg: dict[str, float] = {}
-            while counters["batch"] < n_batches:
-                b = counters["batch"]
-                if b % dist_info.world != dist_info.rank or b >= usable:  # each process takes its share
-                    counters["batch"] += 1
-                    continue
-                batch = task.batch(counters["epoch"], b, device)
-                torch.manual_seed(dropout_seed(cfg.seed, counters["step"], dist_info))  # reproducible on resume
-                with torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
-                    loss, figures = task.loss(model, batch, device)
-                loss_value = float(loss.detach())
-                if any_process(dist_info, not math.isfinite(loss_value), device):  # every further step would be wasted
-                    diverged(f"the training loss is {loss_value} at epoch {counters['epoch'] + 1}, batch {b} (step {counters['step']})")
-                opt.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-                scaler.step(opt)
-                scaler.update()
-                if ema is not None:
-                    ema.update_parameters(net)
-                counters["batch"] += 1  # only now: an interruption before this point redoes the batch
+            late = False
+            feed = prepared(task, counters["epoch"], mine, device, cfg.prefetch)
+            for b, batch, _ in feed:
+                steps_at[counters["step"]] = (counters["epoch"], b)
+                stepper.step(batch, counters["step"])
+                counters["batch"] = b - dist_info.rank + dist_info.world  # only now: an interruption before this point redoes the batch
                 counters["step"] += 1
                 counters["seconds"] = time.monotonic() - started
-                for k, v in {"loss": loss_value, **figures}.items():
-                    avg[k] = v if k not in avg else 0.98 * avg[k] + 0.02 * v
                 bar.update(dist_info.world)
-                bar.set_postfix({k: f"{v:.3f}" for k, v in avg.items()})
-                if writer is not None and counters["step"] % 20 == 0:
-                    for k, v in avg.items():
-                        writer.add_scalar(f"train/{k}", v, counters["step"])
-                if time.monotonic() - last_ckpt > cfg.checkpoint_seconds:
-                    checkpoint()
-                    last_ckpt = time.monotonic()
-                if any_process(dist_info, cfg.minutes is not None and counters["seconds"] >= cfg.minutes * 60, device):
-                    break
+                if counters["step"] % LOG_EVERY == 0:
+                    late = read_device(bar)
+                    if time.monotonic() - last_ckpt > cfg.checkpoint_seconds:
+                        checkpoint()
+                        last_ckpt = time.monotonic()
+                    if late:
+                        break
+            feed.close()
             bar.close()
-            if counters["batch"] >= n_batches:
-                counters["epoch"] += 1
+            if not late:
+                read_device()  # the epoch's last steps, before validation
                 counters["batch"] = 0
+                counters["epoch"] += 1
             end_of_period()
     except KeyboardInterrupt:
         counters["seconds"] = time.monotonic() - started
+        read_device()  # weights that a loss which was not finite made are not kept
         checkpoint()
         raise KeyboardInterrupt(f"training interrupted at step {counters['step']}; 'nacdrive train --out {run} --resume' continues") from None
     finally:
@@ -394,7 +540,7 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
 
 
 @contextlib.contextmanager
-def averaged_weights(net: nn.Module, ema: AveragedModel | None) -> Iterator[None]:
+def averaged_weights(net: nn.Module, ema: MovingAverage | None) -> Iterator[None]:
     """Within: net holds the moving average of its weights (without ema, nothing changes)."""
     if ema is None:
         yield

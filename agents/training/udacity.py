@@ -9,7 +9,10 @@ are augmented, deterministically under (seed, epoch, index).
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 from dataclasses import asdict
 from pathlib import Path
@@ -22,7 +25,7 @@ from torch import Tensor, nn
 
 from agents.driving.policy import resolve_device
 from agents.training.distributed import init_distributed
-from agents.training.loop import TrainConfig, fit, prepare_run
+from agents.training.loop import TrainConfig, fit, prepare_run, to_device
 from datasets.demos import DataError
 from datasets.udacity import UdacityDataset, preprocess, read_logs, recorded_seeds, split_by_session
 from nac.checkpoint import load_checkpoint
@@ -31,8 +34,15 @@ from nac.pilotnet import SPEED_MAX, PilotNet, PilotNetConfig
 # How the bridge drives a run that does not predict its speed: toward a fixed target speed that drops by a share at
 # full steering lock. The best measured on the stand-in (docs/udacity.md: at 20 mph and 0.8 the hairpins are taken
 # slowly enough to stay on the road and the straights fast enough to finish a lap within 1000 steps).
+DECODERS = min(4, os.cpu_count() or 1)  # threads decoding a batch's camera images
 DRIVE_SPEED = 20.0  # mph
 TURN_SLOWDOWN = 0.8
+
+
+@functools.cache
+def _decoders() -> ThreadPoolExecutor:
+    """The threads that decode a batch's camera images, one pool for every run of the process."""
+    return ThreadPoolExecutor(DECODERS, thread_name_prefix="jpeg")
 
 
 class UdacityTask:
@@ -49,6 +59,7 @@ class UdacityTask:
         self.net = PilotNet(PilotNetConfig.from_dict({**cfg.net, "head": cfg.head}))
         self.label = f"pilotnet-{cfg.head}"
         self.seed, self.batch_size = cfg.seed, cfg.batch_size
+        self._order: tuple[int, np.ndarray] | None = None  # (epoch, its order of the training rows)
         self.extra = {
             "train": asdict(cfg),
             "data": {"rows": len(rec.samples), "train_rows": len(train_idx), "val_rows": len(val_idx),
@@ -60,21 +71,21 @@ class UdacityTask:
         return -(-len(self.train) // self.batch_size)
 
     def batch(self, epoch: int, b: int, device: torch.device) -> dict[str, Tensor]:
-        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.train))
-        self.train.set_epoch(epoch)
-        items = [self.train[int(i)] for i in order[b * self.batch_size : (b + 1) * self.batch_size]]
-        return {
-            "image": torch.stack([it["image"] for it in items]).to(device),
-            "steering": torch.stack([it["steering"] for it in items]).to(device),
-            "speed": torch.stack([it["speed"] for it in items]).to(device),
-        }
+        if self._order is None or self._order[0] != epoch:
+            self._order = (epoch, np.random.default_rng([self.seed, epoch]).permutation(len(self.train)))
+            self.train.set_epoch(epoch)
+        rows = self._order[1][b * self.batch_size : (b + 1) * self.batch_size]
+        # each image's decoding and augmentation at once: PIL and numpy release the GIL, and an item is a function
+        # of (seed, epoch, index) alone
+        items = list(_decoders().map(self.train.__getitem__, rows.tolist()))
+        return to_device({k: torch.stack([it[k] for it in items]) for k in ("image", "steering", "speed")}, device)
 
-    def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
+    def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, Tensor]]:
         steer, speed = model(batch["image"])  # through DistributedDataParallel when there are several processes
         loss = F.mse_loss(steer.float(), batch["steering"])
         if speed is not None:
             loss = loss + F.mse_loss(speed.float() / SPEED_MAX, batch["speed"] / SPEED_MAX)
-        return loss, {"mae": float((steer.detach().float() - batch["steering"]).abs().mean())}
+        return loss, {"mae": (steer.detach().float() - batch["steering"]).abs().mean()}
 
     @torch.no_grad()
     def validate(self, device: torch.device) -> dict[str, float]:

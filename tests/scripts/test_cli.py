@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,14 +86,21 @@ def test_bench_env_times_every_part_beside_gymnasiums_step(tmp_path, capsys):
     assert all(r["steps"] == 40 and r["episodes_per_minute"] > 0 for r in rows[6:])
 
 
-def test_bench_train_times_both_dropouts_per_head(tmp_path, capsys):
+def test_bench_train_measures_both_networks_with_and_without_batches_made_ahead(tiny_demos_continuous, tmp_path, capsys):
     out = tmp_path / "train.json"
-    assert main(["bench", "train", "--heads", "gru", "--steps", "5", "--json", str(out)]) == 0
-    assert "gru: torch's dropout / ours, median step:" in capsys.readouterr().out
+    real = str(Path(__file__).parents[1] / "data" / "udacity-real")
+    assert main(["bench", "train", "--heads", "gru", "--steps", "3", "--data", tiny_demos_continuous, "--recording", real,
+                 "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| carracing | cpu | prefetch 2, torch's dropout |" in printed and "x when asked" in printed
     rows = json.loads(out.read_text())
-    assert [(r["head"], r["dropout"]) for r in rows] == [("gru", "nac-drive Dropout"), ("gru", "torch nn.Dropout")]
-    assert all(r["steps"] == 5 and 0 < r["p50_ms"] <= r["max_ms"] and r["ratio_p50"] > 0 for r in rows)
-    from agents.evaluation.latency import with_torch_dropout
+    assert [(r["task"], r["variant"]) for r in rows] == [
+        ("carracing", "batches made when asked"), ("carracing", "prefetch 2"), ("carracing", "prefetch 2, torch's dropout"),
+        ("udacity", "batches made when asked"), ("udacity", "prefetch 2")]
+    assert all(r["steps"] == 3 and r["samples_per_s"] > 0 and 0 < r["step_p50_ms"] <= r["step_p99_ms"] for r in rows)
+    assert all(0 <= r["wait_share"] < 1 and r["x_cpu"] == 1.0 for r in rows)
+    assert [r["x_when_asked"] == 1.0 for r in rows] == [True, False, False, True, False]
+    from agents.training.throughput import with_torch_dropout
     from nac.driving import Dropout, DrivingNet, DrivingNetConfig
     import torch
 

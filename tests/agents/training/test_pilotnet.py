@@ -85,3 +85,16 @@ def test_two_data_parallel_processes_end_with_the_same_weights(tmp_path):
            "device": "cpu", "net": {"d_model": 8}}
     digests = ranks_digests(cfg)
     assert len(digests) == 2 and digests[0] == digests[1]
+
+
+def test_udacity_batches_made_ahead_are_the_batches_made_when_asked(tmp_path):
+    """Decoded by several threads and prepared ahead of the step: the same images, augmentations and labels."""
+    from agents.training.loop import prepared
+    from agents.training.udacity import UdacityTask
+
+    cfg = TrainConfig(data=[REAL], out=str(tmp_path / "u"), task="udacity", head=DENSE, batch_size=4, seed=5)
+    n = UdacityTask(cfg, quiet=True).batches_per_epoch()
+    got = {ahead: [batch for epoch in (0, 1) for _, batch, _ in prepared(UdacityTask(cfg, quiet=True), epoch, list(range(n)), torch.device("cpu"), ahead)]
+           for ahead in (0, 2)}
+    assert len(got[0]) == 2 * n and all(torch.equal(x[k], y[k]) for x, y in zip(got[0], got[2]) for k in ("image", "steering", "speed"))
+    assert not torch.equal(got[0][0]["image"], got[0][n]["image"])  # another epoch, other draws: the comparison is not of one batch

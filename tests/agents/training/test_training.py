@@ -37,7 +37,7 @@ class LineTask:
     label = "line"
 
     def __init__(self, stop_at: int | None = None, nan_at: int | None = None) -> None:
-        self.net, self.extra, self.steps = Line(), {}, 0
+        self.net, self.extra, self.steps, self.losses = Line(), {}, 0, 0
         self.stop_at, self.nan_at = stop_at, nan_at
         g = torch.Generator().manual_seed(1)
         self.x = torch.randn(8, 16, 2, generator=g)
@@ -56,7 +56,8 @@ class LineTask:
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, float]]:
         loss = ((model(batch["x"]) - batch["y"]) ** 2).mean()
-        if self.nan_at is not None and self.steps > self.nan_at:
+        self.losses += 1  # counted here, not in batch(): the loop prepares batches ahead of the steps
+        if self.nan_at is not None and self.losses > self.nan_at:
             loss = loss * float("nan")
         return loss, {}
 
