@@ -109,7 +109,7 @@ def run_train(args: argparse.Namespace) -> int:
     import tempfile
 
     from agents.training.collect import CollectConfig, collect
-    from agents.training.throughput import bench_train, markdown
+    from agents.training.throughput import bench_train, devices, markdown, twins
     from sim_bridge.carracing_sim import record_training
     from sim_bridge.config import SimConfig
 
@@ -125,7 +125,12 @@ def run_train(args: argparse.Namespace) -> int:
             record_training(SimConfig(record=data["udacity"], episodes=2, max_steps=150))
         head = (args.heads or ["nac"])[0]
         rows = bench_train(data, head, steps=args.steps or 60, prefetch=args.prefetch)
+        twin = twins(data["carracing"], head) if "cuda" in devices() else None
     print(markdown(rows))
+    if twin is not None:
+        print(f"\nthe same run on cpu and cuda, {twin['steps']} float32 steps from the same weights and batches: largest relative "
+              f"difference of a parameter {twin['param_rel_diff']:.2e}, of a step's loss {twin['loss_rel_diff']:.2e}")
+        rows.append({"twins": twin})
     print(f"\nhead {head}; a step: the batch (waited for, if not made ahead), forward, backward, Adam, synchronised on a "
           "GPU; x when asked: samples a second over the same device's row whose batches are made when the step asks; x cpu: "
           "over the CPU's row of the same kind, in this run")

@@ -23,7 +23,7 @@ from agents.carracing.seeds import SELECT_SEED
 from agents.carracing.env import STATE_FIELDS, WHEEL_LIMIT, WHEEL_RATE, make_env, wheel_action
 from agents.driving.policy import DrivingPolicy, resolve_device
 from agents.driving.rollout import run_episode
-from agents.training.distributed import barrier, init_distributed
+from agents.training.distributed import Dist, barrier, init_distributed, summed
 from agents.training.loop import TrainConfig, fit, prepare_run, to_device
 from datasets.demos import DataError, DemoSet, Episode, read_episode
 from nac.checkpoint import write_json
@@ -301,29 +301,31 @@ def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: 
 
 
 @torch.no_grad()
-def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch_rows: int = 512, loss: str = "mse") -> dict[str, float]:
-    """Loss (unweighted) and accuracy over every window of the validation episodes; each frame
-    is encoded once."""
+def validate(net: DrivingNet, windows: FrameWindows, device: torch.device, batch_rows: int = 512, loss: str = "mse",
+             share: Dist = Dist()) -> dict[str, float]:
+    """Loss (unweighted) and accuracy over every window of the validation episodes, each block of rows encoding
+    its frames once. Under torchrun each process takes every world-th block and the sums are added up: every
+    process gets the figures of all the windows, none waits while another validates alone."""
     was_training = net.training
     net.eval()
     s = windows.store
-    feats = torch.cat([net.embed(torch.from_numpy(s.frames[i : i + 256]).to(device)).float() for i in range(0, len(s), 256)])
     targets = net_targets(net, s)
-    losses, correct, steer_err = [], [], []
-    for i in range(0, len(s), batch_rows):
+    sums = np.zeros(4)  # loss, correct, steering error, rows
+    for i in range(share.rank * batch_rows, len(s), batch_rows * share.world):
         rows = np.arange(i, min(len(s), i + batch_rows))
         idx, _ = windows.indices(rows)
+        uniq, inverse = np.unique(idx, return_inverse=True)
+        feats = torch.cat([net.embed(torch.from_numpy(s.frames[uniq[j : j + 256]]).to(device)).float() for j in range(0, len(uniq), 256)])
         batch = to_device(labels(s, rows, targets), device)
-        raw = net.decide(feats[torch.from_numpy(idx).to(device)], torch.from_numpy(s.timestamps[idx]).float().to(device), embedded=True)
+        raw = net.decide(feats[torch.from_numpy(inverse.reshape(idx.shape)).to(device)], torch.from_numpy(s.timestamps[idx]).float().to(device), embedded=True)
         per_row, ok = loss_terms(net, raw, batch, None, loss)
-        losses.append(per_row.cpu())
-        correct.append(ok.cpu())
-        if net.config.action_space == "continuous":
-            steer_err.append((net.squash(raw.float())[:, 0] - batch["actions"][:, 0].float()).abs().cpu())
+        steer = (net.squash(raw.float())[:, 0] - batch["actions"][:, 0].float()).abs().sum() if net.config.action_space == "continuous" else 0.0
+        sums += [float(per_row.double().sum()), float(ok.double().sum()), float(steer), len(rows)]
+    loss_sum, correct, steer_sum, n = summed(share, sums.tolist(), device)
     net.train(was_training)
-    out = {"val_loss": float(torch.cat(losses).mean()), "val_accuracy": float(torch.cat(correct).float().mean())}
-    if steer_err:
-        out["val_steer_mae"] = float(torch.cat(steer_err).mean())
+    out = {"val_loss": loss_sum / n, "val_accuracy": correct / n}
+    if net.config.action_space == "continuous":
+        out["val_steer_mae"] = steer_sum / n
     return out
 
 
@@ -475,20 +477,22 @@ class CarRacingTask:
             self._weights = torch.tensor(self.class_weights, dtype=torch.float32, device=device)
         return self._weights
 
-    def validate(self, device: torch.device) -> dict[str, float]:
-        m = validate(self.net, self.val_windows, device, loss=self.loss_kind)
+    def validate(self, device: torch.device, share: Dist = Dist()) -> dict[str, float]:
+        m = validate(self.net, self.val_windows, device, loss=self.loss_kind, share=share)
         if self.select_seeds:  # checkpoint choice by driving: val_return decides what "best" is
-            m["val_return"] = closed_loop_return(self.net, self.select_seeds, self.select_steps)
+            m["val_return"] = closed_loop_return(self.net, self.select_seeds, self.select_steps, share, device)
         return m
 
 
-def closed_loop_return(net: DrivingNet, seeds: list[int], max_steps: int) -> float:
-    """Mean return of the network driving CarRacing on these seeds, in this process (the seeds
-    in order, one environment at a time: a few episodes per validation need no worker pool)."""
+def closed_loop_return(net: DrivingNet, seeds: list[int], max_steps: int, share: Dist = Dist(),
+                       device: torch.device | None = None) -> float:
+    """Mean return of the network driving CarRacing on these seeds (one environment at a time: a few episodes per
+    validation need no worker pool); under torchrun each process drives every world-th seed and the returns are
+    added up (device: where the processes add them)."""
     was_training = net.training
     policy = DrivingPolicy(net)  # puts the net in eval mode
     total = 0.0
-    for seed in seeds:
+    for seed in seeds[share.rank :: share.world]:
         policy.reset(seed)
         env = make_env(net.config.action_space == "continuous", max_steps)
         try:
@@ -496,7 +500,7 @@ def closed_loop_return(net: DrivingNet, seeds: list[int], max_steps: int) -> flo
         finally:
             env.close()
     net.train(was_training)
-    return total / len(seeds)
+    return summed(share, [total], device or torch.device("cpu"))[0] / len(seeds)
 
 
 def _data_summary(demos: Demos, train_keys: list[str], val_keys: list[str]) -> dict[str, Any]:

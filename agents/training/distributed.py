@@ -1,5 +1,5 @@
 """torchrun plumbing for the training loop: one process per GPU (or CPU processes with gloo),
-the process's rank, a barrier, and any-process flags so that every process stops at the same step."""
+the process's rank, a barrier, sums over the processes, and any-process flags so that every process stops at the same step."""
 
 from __future__ import annotations
 
@@ -49,3 +49,15 @@ def any_process(d: Dist, flags: list[bool], device: torch.device) -> list[bool]:
     t = torch.tensor([float(f) for f in flags], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return [bool(v) for v in t.tolist()]
+
+
+def summed(d: Dist, values: list[float], device: torch.device) -> list[float]:
+    """Each value summed over the processes (in float64), every process getting the sums: one all-reduce. What a
+    validation split across the processes adds up."""
+    if d.world <= 1:
+        return list(values)
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t.tolist()

@@ -14,7 +14,8 @@ built by its trainer and handed to `fit`; `agents.training.tasks.train` picks th
 supplies the network and its data: `net` (with save()), `label`, `extra` (what goes into
 config.json), `batches_per_epoch()`, `batch(epoch, b, device)` (a function of (epoch, b) alone: the loop prepares batches
 ahead, in a thread of its own), `loss(model, batch, device)` -> (mean loss, progress figures, both tensors left on
-the device), and `validate(device)` -> figures including "val_loss".
+the device), and `validate(device, share)` -> figures including "val_loss" (under torchrun every process
+validates its share and gets the figures of the whole).
 """
 
 from __future__ import annotations
@@ -188,7 +189,7 @@ class Task(Protocol):
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, Tensor]]: ...
 
-    def validate(self, device: torch.device) -> dict[str, float]: ...
+    def validate(self, device: torch.device, share: Dist) -> dict[str, float]: ...
 
 
 # ---------------------------------------------------------------------- resumable state
@@ -355,12 +356,13 @@ class Stepper:
         self.avg: dict[str, Tensor] = {}
         self.first_bad = torch.full((), -1, dtype=torch.long, device=device)  # the first step whose loss was not finite
         self.bad_loss = torch.zeros((), device=device)  # and its loss
+        self.last_loss: Tensor | None = None  # the last step's loss, where it is
 
     def step(self, batch: dict[str, Tensor], step: int) -> None:
         torch.manual_seed(dropout_seed(self.seed, step, self.dist))  # reproducible on resume
         with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None):
             loss, figures = self.task.loss(self.model, batch, self.device)
-        value = loss.detach().float()
+        value = self.last_loss = loss.detach().float()
         new_bad = ~torch.isfinite(value) & (self.first_bad < 0)
         self.first_bad = torch.where(new_bad, step, self.first_bad)
         self.bad_loss = torch.where(new_bad, value, self.bad_loss)
@@ -390,7 +392,29 @@ def dropout_seed(seed: int, step: int, dist_info: Dist) -> int:
     return seed * 1_000_003 + step * dist_info.world + dist_info.rank
 
 
+@contextlib.contextmanager
+def deterministic_kernels() -> Iterator[None]:
+    """Within: deterministic kernels (a gather whose gradient accumulates in a thread-dependent order otherwise),
+    so that a resumed run matches an uninterrupted one bit for bit on one machine. Without the filling of every new
+    tensor with NaN that comes with them: a debugging aid that shows a kernel reading memory nobody wrote, at about
+    170 fills a step (5 % of a driving network's step on 2 CPU threads); the results are the same."""
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+        torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
+
+
 def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, resume: bool, quiet: bool, restart_best: bool = False) -> dict[str, Any]:
+    with deterministic_kernels():
+        return _fit(task, cfg, dist_info, device, resume, quiet, restart_best)
+
+
+def _fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, resume: bool, quiet: bool, restart_best: bool) -> dict[str, Any]:
     run = Path(cfg.out)
     stepper = Stepper(task, cfg, dist_info, device)
     net, opt, scaler, ema = stepper.net, stepper.opt, stepper.scaler, stepper.ema
@@ -454,39 +478,29 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
         """Validate, keep the best weights (the moving average, with ema), write metrics; a loss
         that is not finite stops training instead."""
         bad: float | None = None
-        if dist_info.main:
-            with averaged_weights(net, ema):
-                metrics = task.validate(device)
-                if not math.isfinite(metrics["val_loss"]):
-                    bad = metrics["val_loss"]
-                else:
-                    row = {"epoch": counters["epoch"], "batch": counters["batch"], "step": counters["step"], "seconds": round(counters["seconds"], 1), **metrics}
-                    history.append(row)
-                    if writer is not None:
-                        for k, v in metrics.items():
-                            writer.add_scalar(f"val/{k[4:]}", v, counters["step"])
-                    best = counters["best_score"]
-                    if best is None or score(metrics) < best:
-                        counters["best_score"] = score(metrics)
-                        net.save(run, "best", task.extra)
-                    net.save(run, "last", task.extra)
-            net.train()
-        if any_process(dist_info, [bad is not None], device)[0]:
+        with averaged_weights(net, ema):
+            metrics = task.validate(device, dist_info)  # every process its share: none waits for another's
+            if not math.isfinite(metrics["val_loss"]):
+                bad = metrics["val_loss"]
+            elif dist_info.main:
+                row = {"epoch": counters["epoch"], "batch": counters["batch"], "step": counters["step"], "seconds": round(counters["seconds"], 1), **metrics}
+                history.append(row)
+                if writer is not None:
+                    for k, v in metrics.items():
+                        writer.add_scalar(f"val/{k[4:]}", v, counters["step"])
+                best = counters["best_score"]
+                if best is None or score(metrics) < best:
+                    counters["best_score"] = score(metrics)
+                    net.save(run, "best", task.extra)
+                net.save(run, "last", task.extra)
+        net.train()
+        if bad is not None:  # every process has the same figures, so all stop here
             diverged(f"the validation loss is {bad} after epoch {counters['epoch']} (step {counters['step']})")
         if dist_info.main:
             write_metrics(run, task.label, history, counters)
             checkpoint()
         barrier(dist_info)
 
-    # Deterministic kernels (a gather whose gradient accumulates in a thread-dependent order
-    # otherwise): a resumed run then matches an uninterrupted one bit for bit on one machine.
-    # Without the filling of every new tensor with NaN that comes with them: a debugging aid that
-    # shows a kernel reading memory nobody wrote, at about 170 fills a step (5 % of a driving
-    # network's step on 2 CPU threads); the results are the same.
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
     started = time.monotonic() - counters["seconds"]
     last_ckpt = time.monotonic()
     net.train()
@@ -528,8 +542,6 @@ def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, r
         checkpoint()
         raise KeyboardInterrupt(f"training interrupted at step {counters['step']}; 'nacdrive train --out {run} --resume' continues") from None
     finally:
-        torch.use_deterministic_algorithms(deterministic)
-        torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
         if writer is not None:
             writer.close()
     counters["done"] = True

@@ -17,7 +17,7 @@ import torch
 
 from agents.training import bc
 from agents.training.distributed import Dist
-from agents.training.loop import LOG_EVERY, Stepper, TrainConfig, prepared
+from agents.training.loop import LOG_EVERY, Stepper, TrainConfig, deterministic_kernels, prepared
 from agents.training.udacity import UdacityTask
 from nac.driving import Dropout
 
@@ -109,7 +109,7 @@ def bench_train(data: dict[str, str], head: str = "nac", steps: int = 60, prefet
     the CPU's row of the same variant ("x cpu")."""
     ahead = TrainConfig(data=["-"], out="-").prefetch if prefetch is None else prefetch
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, deterministic_kernels():  # the kernels training runs
         for v in variants(list(data), on or devices(), ahead):
             cfg = TrainConfig(data=[data[v.task]], out=tmp, task=v.task, head=head, device=v.device, prefetch=v.prefetch,
                               checkpoint_seconds=1e9)
@@ -124,6 +124,30 @@ def bench_train(data: dict[str, str], head: str = "nac", steps: int = 60, prefet
         r["x_when_asked"] = r["samples_per_s"] / asked["samples_per_s"]
         r["x_cpu"] = r["samples_per_s"] / cpu["samples_per_s"] if cpu else None
     return rows
+
+
+def twins(data: str, head: str = "nac", steps: int = 20, on: tuple[str, str] = ("cpu", "cuda")) -> dict[str, Any]:
+    """The same CarRacing run trained `steps` steps in float32 on two devices, from the same weights, batches and
+    dropout seeds (dropout: torch's on both, as a GPU draws it): the largest difference of a parameter and of a
+    step's loss between them, relative to the parameter's (the loss's) size. On one device twice: 0, as the loop is
+    deterministic there. Across devices expect up to about 1e-3 (cuDNN's convolutions round through TF32)."""
+    out: dict[str, Any] = {"devices": list(on), "steps": steps}
+    nets, losses = [], []
+    with tempfile.TemporaryDirectory() as tmp, deterministic_kernels():
+        for device in on:
+            cfg = TrainConfig(data=[data], out=tmp, head=head, device=device, precision="fp32", prefetch=0, checkpoint_seconds=1e9)
+            task = make_task(cfg)
+            task.net = with_torch_dropout(task.net)
+            stepper = Stepper(task, cfg, Dist(), torch.device(device))
+            seen = []
+            for b, batch, _ in prepared(task, 0, list(range(min(steps, task.batches_per_epoch()))), torch.device(device), 0):
+                stepper.step(batch, b)
+                seen.append(float(stepper.last_loss))  # a read each step: a check, not a training
+            nets.append({k: v.detach().cpu().double() for k, v in task.net.state_dict().items()})
+            losses.append(np.asarray(seen))
+    out["param_rel_diff"] = max(float((nets[0][k] - nets[1][k]).abs().max() / nets[0][k].abs().max().clamp(min=1e-12)) for k in nets[0])
+    out["loss_rel_diff"] = float(np.max(np.abs(losses[0] - losses[1]) / np.maximum(np.abs(losses[0]), 1e-12)))
+    return out
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:

@@ -278,3 +278,12 @@ def test_evaluate_under_perturbations_gives_one_board_per_level_and_a_plot(tiny_
     assert r.stdout.count("Leaderboard, tracks 700..701") == 2  # named: neither the validation nor the test range
     assert (tmp_path / "robust.png").stat().st_size > 5000
     _one_line_error(["evaluate", str(run), "--perturb", "teleport=1"], "unknown perturbation 'teleport'", capsys)
+
+
+def test_a_run_trained_twice_on_one_device_is_its_own_twin(tiny_demos_continuous):
+    """bench train's check of a GPU against the CPU, run here on the CPU twice: the loop is deterministic on one
+    device, so the difference it reports is exactly 0 (a difference on a GPU is then the device's arithmetic)."""
+    from agents.training.throughput import twins
+
+    twin = twins(tiny_demos_continuous, "gru", steps=4, on=("cpu", "cpu"))
+    assert twin == {"devices": ["cpu", "cpu"], "steps": 4, "param_rel_diff": 0.0, "loss_rel_diff": 0.0}

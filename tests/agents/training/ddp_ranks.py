@@ -1,6 +1,7 @@
 """Run by torchrun in the data-parallel tests: trains the TrainConfig given as JSON (argv[1]) through
 `agents.training.tasks.train` and writes, per rank, a digest of the network's parameters after training to
-OUT/rank{R}.json (OUT the config's out), so that a test can compare what every process ended with (rank 0 alone saves weights)."""
+OUT/rank{R}.json (OUT the config's out), with the figures of its last validation, so that a test can compare what
+every process ended with (rank 0 alone saves weights)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,17 @@ def main() -> None:
     fit, top = loop.fit, cfg.out
 
     def fit_and_record(task, cfg, dist_info, *args, **kwargs):  # the task's net, as this rank ends with it (k-fold: the last fold's)
+        seen = {}
+        validate = task.validate
+
+        def recorded(device, share):
+            seen["validation"] = validate(device, share)
+            return seen["validation"]
+
+        task.validate = recorded
         out = fit(task, cfg, dist_info, *args, **kwargs)
         with open(os.path.join(top, f"rank{dist_info.rank}.json"), "w") as f:
-            json.dump({"digest": digest(task.net)}, f)
+            json.dump({"digest": digest(task.net), **seen}, f)
         return out
 
     bc.fit = udacity.fit = fit_and_record  # the trainers call the loop by this name

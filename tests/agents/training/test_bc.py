@@ -196,7 +196,7 @@ def test_a_loss_that_is_not_finite_stops_training_with_one_line(tiny_demos, tmp_
     assert "Traceback" not in err and len(said) == 1 and said[0].startswith("nacdrive train: gru diverged: the training loss is nan") and "--lr" in said[0]
 
     monkeypatch.setattr(bc.CarRacingTask, "loss", original)
-    monkeypatch.setattr(bc.CarRacingTask, "validate", lambda self, device: {"val_loss": float("inf"), "val_accuracy": 0.0})
+    monkeypatch.setattr(bc.CarRacingTask, "validate", lambda self, device, share: {"val_loss": float("inf"), "val_accuracy": 0.0})
     with pytest.raises(TrainingDiverged, match="the validation loss is inf after epoch 1"):
         train(_cfg(tiny_demos, tmp_path / "val"), quiet=True)
     state = json.loads((tmp_path / "val" / "train_state.json").read_text()) if (tmp_path / "val" / "train_state.json").is_file() else {"done": False}
@@ -220,18 +220,26 @@ def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):
     assert m["finished"] and m["steps"] == single // 2  # each process took half of the batches
 
 
-@pytest.mark.parametrize("head, folds", [("gru", 1), ("nac-const", 1), ("gru", 2)])
-def test_data_parallel_processes_end_with_the_same_weights(tiny_demos, tmp_path, head, folds):
+@pytest.mark.parametrize("head, folds, select", [("gru", 1, 0), ("nac-const", 1, 0), ("gru", 2, 0), ("gru", 1, 3)])
+def test_data_parallel_processes_end_with_the_same_weights(tiny_demos, tmp_path, head, folds, select):
     """Two gloo ranks end training with the same parameters: DistributedDataParallel averaged every step's
     gradients, also for a head some of whose parameters get none (nac-const: no ODE, so its backbone's gates are
-    unused), and through k-fold runs, whose summary rank 0 alone writes."""
+    unused), and through k-fold runs, whose summary rank 0 alone writes. Both validated their share and got the
+    figures of the whole validation set (and of all the selection episodes), those one process finds for the weights."""
     from tests.agents.training.ddp_ranks_run import ranks_digests
 
     out = tmp_path / "ddp"
     cfg = {"data": [tiny_demos], "out": str(out), "head": head, "window": 4, "epochs": 1, "batch_size": 8, "chunk": 4,
-           "device": "cpu", "folds": folds}
-    digests = ranks_digests(cfg)  # the last fold's weights, with folds
-    assert len(digests) == 2 and digests[0] == digests[1]
+           "device": "cpu", "folds": folds, "select_episodes": select, "select_steps": 30}
+    ranks = ranks_digests(cfg)  # the last fold's weights, with folds
+    assert len(ranks) == 2 and ranks[0]["digest"] == ranks[1]["digest"] and ranks[0]["validation"] == ranks[1]["validation"]
+    run = out / "fold1" if folds > 1 else out
+    saved = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["train"])
+    task = bc.CarRacingTask(saved, bc.Demos.load(saved.data), resume=False)
+    task.net = load_run(run, "last")
+    alone = task.validate(torch.device("cpu"))
+    assert alone.keys() == ranks[0]["validation"].keys() and ("val_return" in alone) == bool(select)
+    assert all(alone[k] == pytest.approx(v, rel=1e-6, abs=1e-9) for k, v in ranks[0]["validation"].items())
     if folds > 1:
         m = json.loads((out / "metrics.json").read_text())
         assert m["folds"] == 2 and len(m["per_fold"]) == 2 and all((out / f"fold{k}" / "best.safetensors").is_file() for k in range(2))

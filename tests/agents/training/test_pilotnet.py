@@ -78,13 +78,23 @@ def test_a_registry_head_knows_where_in_the_image_a_feature_lies(head, tmp_path)
 
 def test_two_data_parallel_processes_end_with_the_same_weights(tmp_path):
     """torchrun, two gloo processes, a PilotNet run on the real recording: the gradients are synchronised through
-    DistributedDataParallel, so every rank's parameters are the same after training (rank 0 saves its own)."""
+    DistributedDataParallel, so every rank's parameters are the same after training (rank 0 saves its own), and the
+    validation split between them adds up to one process's."""
     from tests.agents.training.ddp_ranks_run import ranks_digests
 
     cfg = {"data": [REAL], "out": str(tmp_path / "ddp"), "task": "udacity", "head": "gru", "epochs": 1, "batch_size": 4,
            "device": "cpu", "net": {"d_model": 8}}
-    digests = ranks_digests(cfg)
-    assert len(digests) == 2 and digests[0] == digests[1]
+    ranks = ranks_digests(cfg)
+    assert len(ranks) == 2 and ranks[0]["digest"] == ranks[1]["digest"]
+    # each validated half of the rows and both got the figures of them all, those one process finds
+    from agents.training.udacity import UdacityTask
+    from nac.pilotnet import PilotNet
+
+    task = UdacityTask(TrainConfig.from_dict(json.loads((tmp_path / "ddp" / "config.json").read_text())["train"]), quiet=True)
+    task.net = PilotNet.load(tmp_path / "ddp", "last")
+    alone = task.validate(torch.device("cpu"))
+    assert ranks[0]["validation"] == ranks[1]["validation"] and alone.keys() == ranks[0]["validation"].keys()
+    assert all(alone[k] == pytest.approx(v, rel=1e-5) for k, v in ranks[0]["validation"].items())
 
 
 def test_udacity_batches_made_ahead_are_the_batches_made_when_asked(tmp_path):

@@ -61,7 +61,7 @@ class LineTask:
             loss = loss * float("nan")
         return loss, {}
 
-    def validate(self, device: torch.device) -> dict[str, float]:
+    def validate(self, device: torch.device, share: Dist = Dist()) -> dict[str, float]:
         with torch.no_grad():
             return {"val_loss": float(((self.net(self.vx) - self.vy) ** 2).mean())}
 
