@@ -237,8 +237,12 @@ class UdacityDataset(Dataset):
             rgb, steering = augment(rgb, steering, rng)
         return preprocess(rgb), float(np.clip(steering, -1, 1))
 
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+    def arrays(self, i: int) -> dict[str, np.ndarray]:
+        """Item i as numpy arrays: "image" (3, 66, 200) uint8, "steering" and "speed" float32 scalars."""
         rng = np.random.default_rng([self.seed, self.epoch, i]) if self.train else None
         img, steering = self.item(i, rng)
-        return {"image": torch.from_numpy(img).permute(2, 0, 1).contiguous(), "steering": torch.tensor(steering, dtype=torch.float32),
-                "speed": torch.tensor(self.rec.samples[self.indices[i]].speed, dtype=torch.float32)}
+        return {"image": np.ascontiguousarray(img.transpose(2, 0, 1)), "steering": np.float32(steering),
+                "speed": np.float32(self.rec.samples[self.indices[i]].speed)}
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {k: torch.from_numpy(np.asarray(v)) for k, v in self.arrays(i).items()}

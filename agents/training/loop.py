@@ -533,6 +533,7 @@ def _fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, 
             bar.close()
             if not late:
                 read_device()  # the epoch's last steps, before validation
+            if counters["batch"] >= usable:  # the epoch's batches are done (a multiple of the processes: all are)
                 counters["batch"] = 0
                 counters["epoch"] += 1
             end_of_period()

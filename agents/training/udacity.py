@@ -45,6 +45,11 @@ def _decoders() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(DECODERS, thread_name_prefix="jpeg")
 
 
+# A process forked from this one (the episode workers of agents.driving.executor) has none of the pool's threads:
+# it makes a pool of its own, where the inherited one would take its work and never do it
+os.register_at_fork(after_in_child=_decoders.cache_clear)
+
+
 class UdacityTask:
     def __init__(self, cfg: TrainConfig, quiet: bool) -> None:
         rec = read_logs(cfg.data)
@@ -75,10 +80,11 @@ class UdacityTask:
             self._order = (epoch, np.random.default_rng([self.seed, epoch]).permutation(len(self.train)))
             self.train.set_epoch(epoch)
         rows = self._order[1][b * self.batch_size : (b + 1) * self.batch_size]
-        # each image's decoding and augmentation at once: PIL and numpy release the GIL, and an item is a function
-        # of (seed, epoch, index) alone
-        items = list(_decoders().map(self.train.__getitem__, rows.tolist()))
-        return to_device({k: torch.stack([it[k] for it in items]) for k in ("image", "steering", "speed")}, device)
+        # each image's decoding and augmentation at once: OpenCV and numpy release the GIL, and an item is a function
+        # of (seed, epoch, index) alone. numpy only in those threads: torch's own threads, started from them, hung a
+        # process forked afterwards (a study's episode workers) at its first parallel torch operation
+        items = list(_decoders().map(self.train.arrays, rows.tolist()))
+        return to_device({k: np.stack([it[k] for it in items]) for k in ("image", "steering", "speed")}, device)
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, Tensor]]:
         steer, speed = model(batch["image"])  # through DistributedDataParallel when there are several processes

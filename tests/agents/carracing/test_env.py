@@ -95,3 +95,18 @@ def test_hairpin_tracks_are_found_in_seed_order():
     assert seeds_with_bend(10000, 2, 150) == sharp[:2] and seeds_with_bend(10000, 2, 150, skip=2) == sharp[2:]
     with pytest.raises(ConfigError, match="only 4 of seeds 10000..10009 have a track bending 150 degrees.*5 wanted"):
         seeds_with_bend(10000, 3, 150, skip=2, scan=10)
+
+
+def test_the_wheel_decoder_decodes_tensors_as_it_decodes_arrays():
+    """Training decodes a batch's outputs on their device: the same actions as from numpy arrays, ties included."""
+    import torch
+
+    from agents.carracing.env import wheel_action
+
+    rng = np.random.default_rng(0)
+    target, wheel, excess = rng.uniform(-0.5, 0.5, 5000), rng.uniform(-0.45, 0.45, 5000), rng.uniform(-6, 6, 5000)
+    target[:500] = wheel[:500]  # gas, right and left tie where the wheels sit at the target
+    as_arrays = wheel_action(target, excess, wheel)
+    as_tensors = wheel_action(*(torch.from_numpy(a) for a in (target, excess, wheel)))
+    assert isinstance(as_tensors, torch.Tensor) and np.array_equal(as_tensors.numpy(), as_arrays)
+    assert set(np.unique(as_arrays)) == {0, 1, 2, 3, 4}

@@ -108,3 +108,21 @@ def test_udacity_batches_made_ahead_are_the_batches_made_when_asked(tmp_path):
            for ahead in (0, 2)}
     assert len(got[0]) == 2 * n and all(torch.equal(x[k], y[k]) for x, y in zip(got[0], got[2]) for k in ("image", "steering", "speed"))
     assert not torch.equal(got[0][0]["image"], got[0][n]["image"])  # another epoch, other draws: the comparison is not of one batch
+
+
+def _first_batch(cfg: TrainConfig) -> int:
+    from agents.training.udacity import UdacityTask
+
+    return len(UdacityTask(cfg, quiet=True).batch(0, 0, torch.device("cpu"))["image"])
+
+
+def test_a_process_forked_after_training_decodes_images_too(tmp_path):
+    """Episode workers are forked from a process that has trained (a study): the image decoders' threads do not
+    come with them, so a forked process makes its own pool instead of queueing work that nobody takes."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    cfg = TrainConfig(data=[REAL], out=str(tmp_path / "u"), task="udacity", head=DENSE, batch_size=4)
+    assert _first_batch(cfg) == 4  # the pool exists in this process, its threads idle
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        assert pool.submit(_first_batch, cfg).result(timeout=60) == 4

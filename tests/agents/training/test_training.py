@@ -150,3 +150,27 @@ def test_the_resumable_state_alternates_between_two_files(tmp_path):
     assert all(p.is_file() for p in slots)  # each checkpoint went to the file the previous one did not
     newest = max(slots, key=lambda p: p.stat().st_mtime_ns)
     assert json.loads((run / "train_state.json").read_text())["slot"] == slots.index(newest)
+
+
+def test_the_moving_average_is_torchs_without_reading_the_device():
+    """MovingAverage keeps what torch's AveragedModel (get_ema_multi_avg_fn, use_buffers) keeps, in the same
+    state_dict, so a resumable state of either reads into the other."""
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    from agents.training.loop import MovingAverage
+
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))  # a float and an integer buffer among the weights
+    ours, torchs = MovingAverage(net, 0.9), AveragedModel(net, multi_avg_fn=get_ema_multi_avg_fn(0.9), use_buffers=True)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(torch.randn(p.shape, generator=g))
+        net(torch.randn(8, 3, generator=g))  # moves the batch-norm statistics and its counter
+        ours.update(net)
+        torchs.update_parameters(net)
+    a, b = ours.state_dict(), torchs.state_dict()
+    assert a.keys() == b.keys() and all(torch.allclose(a[k].double(), b[k].double(), rtol=1e-6, atol=0) for k in a)
+    again = MovingAverage(net, 0.9)
+    again.load_state_dict(b)
+    assert again.started and int(again.n_averaged) == 5
