@@ -80,8 +80,8 @@ class DrivingNetConfig(ConfigDict):
     wheel_speed: str = field(default="excess", metadata={"choices": WHEEL_SPEEDS})  # wheel_target: what the second output is (WHEEL_SPEEDS): "excess", the car's speed above the
     # expert's target speed; "target", the expert's target speed itself, within target_speeds (a sigmoid between them), and
     # the policy's excess is the speed the frame's speed bar shows (agents.carracing.env.frame_speed) above it: the network then need
-    # not read the bar, a few faint pixels, which networks trained on the excess misread (at a standstill they predicted
-    # +2..+3 u/s and braked on, in 400 of 1000 steps of seed 10006), and it cannot ask for more than the expert's top speed
+    # not read the bar, a few faint pixels, which networks trained on the excess misread (at a standstill they went on
+    # braking: docs/studies/discrete-heads/README.md), and it cannot ask for more than the expert's top speed
     wheel_horizon: int = 1  # wheel_target: the steps the policy's decoder looks ahead when it chooses how to steer towards
     # the angles asked (agents.carracing.env.WheelDecoder's horizon; 1: the nearest after this step)
     target_speeds: tuple[float, float] = (20.0, 75.0)  # wheel_speed "target": the least and most the expert's target speed

@@ -50,7 +50,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     r = train_ppo(PPOTrainConfig(**field_values(args, args.fields)), resume=args.resume)
     print(f"PPO: {r['timesteps']} steps; expert exported to {r['expert']}; evaluate it with "
-          f"'nacdrive expert eval --expert ppo --model {args.out}{'' if args.discrete else ' --continuous'}'")
+          f"'nacdrive expert eval --expert ppo --model {args.out}{' --discrete' if args.discrete else ''}'")
     return 0
 
 

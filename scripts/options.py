@@ -122,6 +122,17 @@ def _argument(name: str, hint: Any, default: Any, doc: str, unset: bool, choices
     return kw
 
 
+class _Retired(argparse.Action):
+    """A flag that no longer exists: using it ends the command line with one line saying what to give instead."""
+
+    def __init__(self, option_strings: list[str], dest: str, message: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, help=argparse.SUPPRESS)
+        self.message = message
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        parser.error(f"{option_string} is gone: {self.message}")
+
+
 def add_fields(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, skip: Iterable[str] = (),
                unset: Iterable[str] | bool = (), only: Iterable[str] | None = None, positional: Iterable[str] = ()) -> list[str]:
     """A flag per field of the dataclass cls (skipping `skip`; only `only` if given), in their order; `unset`
@@ -140,6 +151,8 @@ def add_fields(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, 
         flags = [flag(f.name)]
         if "negated" in f.metadata:  # a field on by default, turned off by a flag of its own name (continuous: --discrete)
             flags, kw = [flag(f.metadata["negated"])], {"action": "store_false", "help": f.metadata["negated_help"]}
+            if "retired" in f.metadata:  # the flag that turned it on, before it was the default: a line saying so
+                p.add_argument(flag(f.name), action=_Retired, message=f.metadata["retired"])
         else:
             kw = _argument(f.name, hints[f.name], _default(f), docs[f.name], f.name in unset, f.metadata.get("choices"))
         if f.name in positional:

@@ -4,7 +4,9 @@ TrainConfig's fields and the network's (DrivingNetConfig, PilotNetConfig), gener
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import fields
+from pathlib import Path
 
 from agents.training.loop import TrainConfig
 from nac.driving import DrivingNetConfig
@@ -57,10 +59,28 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(**field_values(args, args.fields), net=net)
 
 
+def discrete_note(cfg: TrainConfig) -> str | None:
+    """One line for a CarRacing run on discrete demonstrations trained as plain action classes: what that does, and
+    the flags of the discrete recipe (the quick start's, agents.training.recipe's quickstart-discrete) instead."""
+    from datasets.demos import DemoSet
+
+    if cfg.task != "carracing" or cfg.net.get("wheel_target") or cfg.net.get("rate_window"):
+        return None
+    if not all(Path(d, "manifest.json").is_file() and DemoSet(d).manifest.get("action_space") == "discrete" for d in cfg.data):
+        return None
+    return ("these demonstrations are discrete: training the network to pick the expert's action at each step, which "
+            "drives poorly (docs/studies/paper-table/); the discrete recipe learns the wheel angle the expert plans: add "
+            "--wheel-target --wheel-speed target --balance weights")
+
+
 def run(args: argparse.Namespace) -> int:
     from agents.training.tasks import train
 
-    m = train(train_config(args), resume=args.resume, quiet=args.quiet)
+    cfg = train_config(args)
+    note = None if args.resume else discrete_note(cfg)
+    if note:
+        print(f"nacdrive train: {note}", file=sys.stderr)
+    m = train(cfg, resume=args.resume, quiet=args.quiet)
     if not m:  # a torchrun worker other than rank 0: rank 0 reports
         return 0
     if "folds" in m:

@@ -59,10 +59,9 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
     with open(out / "driving_log.csv", "w", newline="") as log:
         for ep in range(cfg.episodes):
             env.reset(seed=cfg.seed + ep)
-            # The stand-in records the continuous track expert as CarRacing uses it (look-ahead 6 + 0.15 x
-            # speed: no wheel leaves the road). With the earlier 6 + 0.25 x speed (a wheel on the grass in the
-            # hairpins) PilotNet-NAC learned to cut them: three training runs on 30 recorded tracks lost 63 % of
-            # their laps to a skipped tile, none with the road margin (docs/udacity.md, "The expert's road margin").
+            # The stand-in records the continuous track expert as CarRacing uses it, whose wheels stay on the road: a
+            # demonstration with a wheel on the grass in the hairpins taught PilotNet to cut them and skip a tile
+            # (docs/udacity.md, "The expert's road margin").
             expert = TrackFollowingExpert(env)
             expert.reset()
             drift = SteeringDrift(cfg.noise, cfg.seed + ep)

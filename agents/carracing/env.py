@@ -30,6 +30,10 @@ FPS = 50  # CarRacing's physics and frame rate (gymnasium.envs.box2d.car_racing.
 EPISODE_STEPS = 1000  # gymnasium's TimeLimit for CarRacing-v3
 RETURN_BOUNDS = (-200.0, 1000.0)  # every return an episode can have: 1000 for all tiles, less 0.1 a step; -100 for leaving the
 # playfield, at the latest at the last step
+# The action space of every command that drives or records: continuous (steer, gas, brake), the shipped policies', with
+# --discrete for CarRacing's 5 discrete actions; --continuous, the switch before continuous was the default, says so
+CONTINUOUS = {"negated": "discrete", "negated_help": "5 discrete actions (noop, right, left, gas, brake) instead of continuous "
+              "(steer, gas, brake)", "retired": "continuous actions are the default (--discrete for 5 discrete actions)"}
 # Discrete actions of CarRacing-v3 (note: 1 steers RIGHT, 2 LEFT; gas is only 0.2).
 ACTIONS = ("noop", "right", "left", "gas", "brake")
 WHEEL_LIMIT = 0.4  # the front-wheel joint's limit, radians
@@ -308,9 +312,9 @@ class WheelDecoder:
     steers towards the angle asked for `delay` steps before, which is the one planned for now:
     wheel_action turns the wheels towards an angle at once, so aimed at the latest output they led
     the expert's by up to three steps, and a network that turned in early cut the inside of a bend
-    over the grass and skipped its tile. On one run's tuning seeds 20000..20019 delays of 0, 1, 2,
-    3, 4 and 6 steps finished 15, 16, 18, 19, 18 and 15 laps of 20 (docs/studies/discrete-heads/README.md, 'The wheel
-    decoder's delay'). The first `delay` steps of an episode aim at its first output.
+    over the grass and skipped its tile. The delay is the one that finished most laps on tuning tracks
+    (docs/studies/discrete-heads/README.md, 'The wheel decoder's delay'). The first `delay` steps of an episode aim
+    at its first output.
 
     With `horizon` h > 1 it steers by wheel_steer on the angles asked for this step and the h - 1 after it (the
     outputs of `delay` steps before and later ones: h <= delay + 1)."""

@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any
 
 from agents.carracing import scenarios
-from agents.carracing.env import EPISODE_STEPS, make_env
+from agents.carracing.env import CONTINUOUS, EPISODE_STEPS, make_env
 from agents.experts import EXPERTS, check_expert, expert_needs_pixels, make_expert
 from agents.driving.executor import ExecutorConfig
 from agents.driving.rollout import EpisodeResult, parallel_map, run_episode, shares, summarize
@@ -17,7 +17,7 @@ from nac.config import ConfigError
 @dataclass
 class ExpertEvalConfig:
     expert: str = field(default="track", metadata={"choices": EXPERTS})  # which expert drives
-    continuous: bool = False  # continuous actions (steer, gas, brake) instead of 5 discrete
+    continuous: bool = field(default=True, metadata=CONTINUOUS)  # continuous actions (steer, gas, brake), as the shipped policies
     episodes: int = 50  # episodes, on seeds seed_start, seed_start + 1, ...
     seed_start: int = 0  # the first seed
     workers: int = 0  # processes; 0: up to 2

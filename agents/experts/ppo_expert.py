@@ -46,7 +46,7 @@ def find_export(model: str | Path | None, continuous: bool | None = None) -> Pat
         raise ConfigError(f"{d / 'config.json'} is not a PPO expert's config (no 'continuous' entry)") from None
     if continuous is not None and continuous != trained_continuous:
         space = "continuous" if trained_continuous else "discrete"
-        raise ConfigError(f"the PPO expert in {d} was trained for {space} actions; {'add' if trained_continuous else 'drop'} --continuous")
+        raise ConfigError(f"the PPO expert in {d} was trained for {space} actions; {'drop' if trained_continuous else 'add'} --discrete")
     return d
 
 

@@ -21,7 +21,7 @@ import torch
 from matplotlib import colormaps
 from PIL import Image, ImageDraw, ImageFont
 
-from agents.carracing.env import ACTIONS, EPISODE_STEPS, FPS, car_state, make_env
+from agents.carracing.env import ACTIONS, CONTINUOUS, EPISODE_STEPS, FPS, car_state, make_env
 from agents.carracing.scenarios import CLEAN
 from agents.carracing.seeds import VALIDATION_SEED
 from agents.experts import EXPERTS, make_expert
@@ -217,7 +217,7 @@ class RecordConfig:
     out: str  # the video file (.mp4)
     runs: list[str] = field(default_factory=list)  # run folders: one, or two driving the same seed side by side
     expert: str | None = field(default=None, metadata={"choices": EXPERTS})  # an expert to record, alone or beside a run
-    continuous: bool = False  # the expert's action space when no run is given (runs bring their own)
+    continuous: bool = field(default=True, metadata=CONTINUOUS)  # the expert's action space when no run is given (runs bring their own)
     seed: int = VALIDATION_SEED  # the track's seed (the first held-out one by default)
     episodes: int = 1  # consecutive seeds, one after another in the same video
     max_steps: int = EPISODE_STEPS  # steps per episode

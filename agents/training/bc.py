@@ -178,7 +178,7 @@ def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
         raise DataError(
             f"a wheel-angle network learns the angle the expert plans and its speed above the expert's target, but "
             f"{int(missing.sum())} of {len(store)} steps have none (first in the episode of seed {seed}): only the discrete "
-            "track expert records both (nacdrive collect --expert track, without --continuous), in demonstrations and DAgger "
+            "track expert records both (nacdrive collect --expert track --discrete), in demonstrations and DAgger "
             "rollouts recorded since it does; record them again"
         )
     if net.config.wheel_speed == "target":

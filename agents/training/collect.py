@@ -12,7 +12,7 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from agents.carracing.env import ACTIONS, EPISODE_STEPS, FAST_ID, FPS, RENDERER, STATE_FIELDS, car_state, make_env
+from agents.carracing.env import ACTIONS, CONTINUOUS, EPISODE_STEPS, FAST_ID, FPS, RENDERER, STATE_FIELDS, car_state, make_env
 from agents.experts import EXPERTS, check_expert, make_expert
 from agents.driving.executor import ExecutorConfig, storage_path
 from agents.driving.rollout import EpisodeResult, parallel_map, run_episode
@@ -26,7 +26,7 @@ class CollectConfig:
     expert: str = field(default="track", metadata={"choices": EXPERTS})  # which expert drives: track, the privileged track
     # follower (with discrete actions it plans 40 steps ahead before each action), or ppo, the shipped PPO expert
     episodes: int = 20  # episodes to record (with resume: the set's planned total is kept)
-    continuous: bool = False  # continuous actions (steer, gas, brake) instead of 5 discrete
+    continuous: bool = field(default=True, metadata=CONTINUOUS)  # continuous actions (steer, gas, brake), as the shipped policies
     workers: int = 0  # worker processes; 0: up to 2
     ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     seed_start: int | None = None  # first seed (default 0, or after the set's last with append)
@@ -49,7 +49,7 @@ class CollectConfig:
         if self.seed_start is not None and self.seed_start < 0:
             raise ConfigError(f"seed-start must be >= 0 (got {self.seed_start})")
         if not 0.0 <= self.noise <= 1.0 or (self.noise and not self.continuous):
-            raise ConfigError(f"noise must be in [0, 1] and needs --continuous (got {self.noise})")
+            raise ConfigError(f"noise must be in [0, 1] and is for continuous actions (drop --discrete; got {self.noise})")
 
 
 class SteeringDrift:
@@ -201,7 +201,7 @@ def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
     if demos.manifest["action_space"] != want:
         raise ConfigError(
             f"{out} is a {demos.manifest['action_space']} data set; a {want} expert cannot record into it "
-            f"({'drop' if cfg.continuous else 'add'} --continuous)"
+            f"({'add' if cfg.continuous else 'drop'} --discrete)"
         )
     recorded_noise = demos.manifest.get("steering_noise", {}).get("std", 0.0)
     if recorded_noise != cfg.noise:

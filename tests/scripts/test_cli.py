@@ -287,3 +287,46 @@ def test_a_run_trained_twice_on_one_device_is_its_own_twin(tiny_demos_continuous
 
     twin = twins(tiny_demos_continuous, "gru", steps=4, on=("cpu", "cpu"))
     assert twin == {"devices": ["cpu", "cpu"], "steps": 4, "param_rel_diff": 0.0, "loss_rel_diff": 0.0}
+
+
+def test_every_command_that_drives_is_continuous_by_default_and_says_so_for_the_old_switch(capsys):
+    """collect, expert eval and record drive continuous actions unless --discrete, as quickstart, study and the
+    shipped policies; the switch of before, --continuous, ends the command line with one line naming --discrete."""
+    from agents.evaluation.expert_eval import ExpertEvalConfig
+    from agents.figures.video import RecordConfig
+    from agents.training.collect import CollectConfig
+
+    assert CollectConfig(out="x").continuous and ExpertEvalConfig().continuous and RecordConfig(out="x.mp4").continuous
+    for argv in (["collect", "--out", "x"], ["expert", "eval"], ["record", "--out", "x.mp4", "--expert", "track"]):
+        with pytest.raises(SystemExit) as e:
+            main([*argv, "--continuous"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1 and "--continuous is gone" in err[0] and "--discrete" in err[0], err
+
+
+def test_train_on_discrete_demonstrations_says_in_one_line_what_it_trains(tiny_demos, tmp_path, capsys):
+    from scripts.train import discrete_note, train_config
+    from scripts.cli import build_parser
+
+    args = lambda *more: build_parser().parse_args(["train", "--data", tiny_demos, "--out", str(tmp_path / "r"), *more])  # noqa: E731
+    note = discrete_note(train_config(args()))
+    assert note and "--wheel-target --wheel-speed target --balance weights" in note
+    assert discrete_note(train_config(args("--wheel-target", "--wheel-speed", "target"))) is None  # the discrete recipe's network
+
+
+def test_record_explain_and_expert_eval_end_to_end(tmp_path, capsys):
+    """The three commands a user runs on a shipped policy and an expert, as the README gives them, at a small scale."""
+    import imageio.v3 as iio
+
+    nac = str(Path(__file__).parents[2] / "agents" / "pretrained" / "nac")
+    assert main(["record", nac, "--max-steps", "12", "--out", str(tmp_path / "drive.mp4")]) == 0
+    frames = iio.imread(tmp_path / "drive.mp4")
+    assert len(frames) >= 12 and frames.shape[-1] == 3
+    assert main(["explain", nac, "--max-steps", "30", "--saliency-frames", "2", "--out", str(tmp_path / "why")]) == 0
+    pngs = sorted(p.name for p in (tmp_path / "why").glob("*.png"))
+    assert pngs and (tmp_path / "why" / "explain.md").is_file() and all(name in (tmp_path / "why" / "explain.md").read_text() for name in pngs)
+    capsys.readouterr()
+    assert main(["expert", "eval", "--episodes", "2", "--max-steps", "30", "--workers", "1", "--json", str(tmp_path / "e.json")]) == 0
+    printed = capsys.readouterr().out
+    rows = json.loads((tmp_path / "e.json").read_text())
+    assert "continuous" in printed and len(rows["returns"]) == 2 and all(r > 0 for r in rows["returns"])

@@ -41,3 +41,31 @@ def test_the_shipped_ppo_expert_drives_without_a_model_argument():
     assert result.length == 40 and result.episode_return > 0  # it drives onto the first tiles
     with pytest.raises(ConfigError, match="trained for continuous actions"):
         make_expert("ppo", make_env(False, max_steps=5))
+
+
+CHECK_TRACKS, CHECK_STEPS = (10003, 10011), 250  # validation tracks, the first 250 steps: a few bends each
+
+
+@pytest.fixture(scope="module")
+def expert_returns() -> dict[int, float]:
+    """The continuous track expert's return over the check's steps of each track."""
+    out = {}
+    for seed in CHECK_TRACKS:
+        env = make_env(True, max_steps=CHECK_STEPS)
+        out[seed] = run_episode(env, make_expert("track", env), seed=seed).episode_return
+        env.close()
+    return out
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_a_shipped_policy_still_drives_as_the_expert_does(run, expert_returns):
+    """In closed loop on held-out tracks, every shipped CarRacing policy collects at least 95 % of the expert's return
+    over the same steps (each drives within a few points of it): a change to what a policy sees (preprocessing,
+    timestamps, the renderer) or to how its outputs become actions fails here, not in a user's evaluation."""
+    policy = DrivingPolicy.from_run(PRETRAINED / run)
+    for seed in CHECK_TRACKS:
+        policy.reset(seed)
+        env = make_env(True, max_steps=CHECK_STEPS)
+        got = run_episode(env, policy, seed=seed).episode_return
+        env.close()
+        assert got >= 0.95 * expert_returns[seed], (seed, got, expert_returns[seed])

@@ -70,7 +70,7 @@ def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path):
     result = run_episode(env, expert, seed=3)
     env.close()
     assert result.length == 30
-    with pytest.raises(ConfigError, match="trained for continuous actions; add --continuous"):
+    with pytest.raises(ConfigError, match="trained for continuous actions; drop --discrete"):
         make_expert("ppo", make_env(False, max_steps=5), run)
     # the same mistakes are caught when the command is configured, before any worker starts
     with pytest.raises(ConfigError, match="trained for continuous actions"):

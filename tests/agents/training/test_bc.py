@@ -192,8 +192,9 @@ def test_a_loss_that_is_not_finite_stops_training_with_one_line(tiny_demos, tmp_
     calls["n"] = 0
     assert main(["train", "--data", tiny_demos, "--out", str(tmp_path / "cli"), "--head", "gru", "--window", "4", "--quiet"]) == 1
     err = capsys.readouterr().err
-    said = err.strip().splitlines()  # --quiet: no progress bars, only the one line
-    assert "Traceback" not in err and len(said) == 1 and said[0].startswith("nacdrive train: gru diverged: the training loss is nan") and "--lr" in said[0]
+    said = err.strip().splitlines()  # --quiet: no progress bars; the line on discrete demonstrations, then the one line
+    assert "Traceback" not in err and len(said) == 2 and "demonstrations are discrete" in said[0]
+    assert said[1].startswith("nacdrive train: gru diverged: the training loss is nan") and "--lr" in said[1]
 
     monkeypatch.setattr(bc.CarRacingTask, "loss", original)
     monkeypatch.setattr(bc.CarRacingTask, "validate", lambda self, device, share: {"val_loss": float("inf"), "val_accuracy": 0.0})

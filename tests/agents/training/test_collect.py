@@ -16,7 +16,7 @@ from nac.config import ConfigError
 
 
 def _cfg(out, **kw):
-    return CollectConfig(out=str(out), workers=1, max_steps=40, **{"episodes": 2, **kw})
+    return CollectConfig(out=str(out), workers=1, max_steps=40, **{"episodes": 2, "continuous": False, **kw})
 
 
 def test_collect_records_frames_actions_and_privileged_state(tmp_path):
@@ -119,5 +119,5 @@ def test_steering_noise_drifts_the_car_while_the_labels_stay_the_experts(tmp_pat
         obs, *_ = env.step(e)
     env.close()
     assert np.allclose(noisy.actions, labels, atol=1e-6) and not np.allclose(noisy.actions, executed, atol=1e-3)
-    with pytest.raises(ConfigError, match="needs --continuous"):
-        CollectConfig(out="x", noise=0.3)
+    with pytest.raises(ConfigError, match="is for continuous actions"):
+        CollectConfig(out="x", noise=0.3, continuous=False)
