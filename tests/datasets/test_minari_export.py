@@ -15,7 +15,7 @@ from scripts.cli import main
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     out = tmp_path_factory.mktemp("demos") / "d"
-    collect(CollectConfig(out=str(out), workers=1, max_steps=20, episodes=2, seed_start=5))
+    collect(CollectConfig(out=str(out), workers=1, max_steps=20, episodes=2, seed_start=5, continuous=False))
     return DemoSet(out)
 
 
