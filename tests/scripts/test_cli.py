@@ -330,3 +330,22 @@ def test_record_explain_and_expert_eval_end_to_end(tmp_path, capsys):
     printed = capsys.readouterr().out
     rows = json.loads((tmp_path / "e.json").read_text())
     assert "continuous" in printed and len(rows["returns"]) == 2 and all(r > 0 for r in rows["returns"])
+
+
+def test_the_discrete_quickstart_runs_every_stage_end_to_end(tmp_path):
+    """`quickstart --discrete`, the README's other headline command, at a small scale: the planning discrete expert's
+    demonstrations, a wheel-angle network, DAgger rounds whose weights are averaged, a report of a discrete policy."""
+    out = tmp_path / "qsd"
+    r = _run(
+        "quickstart", "--discrete", "--out", str(out), "--episodes", "2", "--minutes", "0.05", "--dagger-episodes", "2",
+        "--dagger-minutes", "0.05", "--eval-episodes", "1", "--workers", "1", "--max-steps", "40", "--dagger-until", "0",
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = (out / "report.md").read_text()
+    assert "expert:track (discrete)" in report and "| 1 |" in report and (out / "nac_seed10000.mp4").stat().st_size > 10_000
+    manifest = json.loads((out / "demos" / "manifest.json").read_text())
+    assert manifest["action_space"] == "discrete" and len(manifest["episodes"]) == 2
+    net = json.loads((out / "nac" / "config.json").read_text())["net"]
+    assert net["action_space"] == "discrete" and net["wheel_target"] and net["wheel_speed"] == "target"
+    dag = json.loads((out / "nac" / "dagger.json").read_text())
+    assert [r["round"] for r in dag["rounds"]] == [1, 2] and all(r["trained"] for r in dag["rounds"])
