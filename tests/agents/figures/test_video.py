@@ -76,17 +76,23 @@ def test_bad_record_requests_are_refused(tmp_path):
 
 
 def test_evaluation_does_no_rendering_work(tmp_path, monkeypatch):
-    """nacdrive evaluate (in-process with one worker here) never calls the overlay or saliency code."""
+    """nacdrive evaluate (in-process with one worker here) draws no window view, computes no gradient (saliency) and
+    makes no picture: what a video does, an evaluation leaves out."""
+    import PIL.Image
+    from gymnasium.envs.box2d.car_racing import CarRacing
+
     from agents.evaluation.evaluate import EvaluateConfig, evaluate
 
     def boom(*a, **k):
         raise AssertionError("rendering during evaluation")
 
-    monkeypatch.setattr(video, "overlay", boom)
-    monkeypatch.setattr(video, "saliency", boom)
-    monkeypatch.setattr(video.Image, "fromarray", boom)
+    monkeypatch.setattr(CarRacing, "render", boom)  # the view a video shows (FastCarRacing's too: it inherits it)
+    monkeypatch.setattr(torch.Tensor, "backward", boom)  # Grad-CAM's gradients
+    monkeypatch.setattr(PIL.Image, "fromarray", boom)  # overlays and text
     rows = evaluate(EvaluateConfig(runs=[_run(tmp_path, "nac")], episodes=1, workers=1, max_steps=5, expert=False))
     assert rows[0]["episodes"] == 1
+    with pytest.raises(AssertionError, match="rendering during evaluation"):  # the patches do see a recording's work
+        record_video(RecordConfig(out=str(tmp_path / "v.mp4"), runs=[_run(tmp_path, "gru")], seed=3, max_steps=3))
 
 
 def test_a_recorded_udacity_drive_renders_with_its_controls(tmp_path):
