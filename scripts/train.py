@@ -68,9 +68,12 @@ def discrete_note(cfg: TrainConfig) -> str | None:
         return None
     if not all(Path(d, "manifest.json").is_file() and DemoSet(d).manifest.get("action_space") == "discrete" for d in cfg.data):
         return None
+    from agents.training.recipe import WHEEL_TARGET
+
+    given = {**WHEEL_TARGET["net"], **{k: v for k, v in WHEEL_TARGET.items() if k != "net"}}
+    flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in given.items())
     return ("these demonstrations are discrete: training the network to pick the expert's action at each step, which "
-            "drives poorly (docs/studies/paper-table/); the discrete recipe learns the wheel angle the expert plans: add "
-            "--wheel-target --wheel-speed target --balance weights")
+            f"drives poorly (docs/studies/paper-table/); the discrete recipe learns the wheel angle the expert plans: add {flags}")
 
 
 def run(args: argparse.Namespace) -> int:

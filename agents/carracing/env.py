@@ -55,9 +55,9 @@ def wheel_after(angle: np.ndarray | float, action: np.ndarray | int) -> np.ndarr
 
 
 def _turned(angle, aim):  # noqa: ANN001, ANN202 - arrays of numpy or torch alike
-    """The wheel angle one step after its motor aimed it at `aim` (wheel_after's rule, on numpy arrays or torch tensors)."""
-    return np.clip(angle + np.clip(aim - angle, -WHEEL_RATE, WHEEL_RATE), -WHEEL_STOP, WHEEL_STOP) if not _is_tensor(angle) \
-        else (angle + (aim - angle).clip(-WHEEL_RATE, WHEEL_RATE)).clip(-WHEEL_STOP, WHEEL_STOP)
+    """The wheel angle one step after its motor aimed it at `aim` (wheel_after's rule, on numpy arrays or torch tensors:
+    both clip by the same method)."""
+    return (angle + (aim - angle).clip(-WHEEL_RATE, WHEEL_RATE)).clip(-WHEEL_STOP, WHEEL_STOP)
 
 
 def _is_tensor(a: object) -> bool:

@@ -107,7 +107,7 @@ def bench_train(data: dict[str, str], head: str = "nac", steps: int = 60, prefet
     """Rows of throughput per task of `data` ({"carracing": demonstrations, "udacity": a recording}) and device,
     each with its ratio to the row of its task and device whose batches are made when asked ("x when asked") and to
     the CPU's row of the same variant ("x cpu")."""
-    ahead = TrainConfig(data=["-"], out="-").prefetch if prefetch is None else prefetch
+    ahead = TrainConfig.prefetch if prefetch is None else prefetch
     rows = []
     with tempfile.TemporaryDirectory() as tmp, deterministic_kernels():  # the kernels training runs
         for v in variants(list(data), on or devices(), ahead):

@@ -50,6 +50,15 @@ def _decoders() -> ThreadPoolExecutor:
 os.register_at_fork(after_in_child=_decoders.cache_clear)
 
 
+def stacked(data: UdacityDataset, rows: list[int]) -> dict[str, np.ndarray]:
+    """Items `rows` of `data`, stacked: "image" (N, 3, 66, 200) uint8, "steering" and "speed" (N,) float32. Each
+    image decoded and augmented at once: OpenCV and numpy release the GIL, and an item is a function of (seed, epoch,
+    index) alone. numpy only in those threads: torch's own threads, started from them, hung a process forked afterwards
+    (a study's episode workers) at its first parallel torch operation."""
+    items = list(_decoders().map(data.arrays, rows))
+    return {k: np.stack([it[k] for it in items]) for k in ("image", "steering", "speed")}
+
+
 class UdacityTask:
     def __init__(self, cfg: TrainConfig, quiet: bool) -> None:
         rec = read_logs(cfg.data)
@@ -80,11 +89,7 @@ class UdacityTask:
             self._order = (epoch, np.random.default_rng([self.seed, epoch]).permutation(len(self.train)))
             self.train.set_epoch(epoch)
         rows = self._order[1][b * self.batch_size : (b + 1) * self.batch_size]
-        # each image's decoding and augmentation at once: OpenCV and numpy release the GIL, and an item is a function
-        # of (seed, epoch, index) alone. numpy only in those threads: torch's own threads, started from them, hung a
-        # process forked afterwards (a study's episode workers) at its first parallel torch operation
-        items = list(_decoders().map(self.train.arrays, rows.tolist()))
-        return to_device({k: np.stack([it[k] for it in items]) for k in ("image", "steering", "speed")}, device)
+        return to_device(stacked(self.train, rows.tolist()), device)
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, Tensor]]:
         steer, speed = model(batch["image"])  # through DistributedDataParallel when there are several processes
@@ -100,11 +105,11 @@ class UdacityTask:
         self.net.eval()
         sums = np.zeros(4)  # squared steering error, absolute steering error, absolute speed error (mph), rows
         for i in range(share.rank * 128, len(self.val), 128 * share.world):
-            items = [self.val[j] for j in range(i, min(len(self.val), i + 128))]
-            steer, speed = self.net(torch.stack([it["image"] for it in items]).to(device))
-            err = steer.float().cpu() - torch.stack([it["steering"] for it in items])
-            speed_err = 0.0 if speed is None else float((speed.float().cpu() - torch.stack([it["speed"] for it in items])).abs().sum())
-            sums += [float((err**2).sum()), float(err.abs().sum()), speed_err, len(items)]
+            rows = stacked(self.val, list(range(i, min(len(self.val), i + 128))))
+            steer, speed = self.net(torch.from_numpy(rows["image"]).to(device))
+            err = steer.float().cpu() - torch.from_numpy(rows["steering"])
+            speed_err = 0.0 if speed is None else float((speed.float().cpu() - torch.from_numpy(rows["speed"])).abs().sum())
+            sums += [float((err**2).sum()), float(err.abs().sum()), speed_err, len(err)]
         se, ae, speed_ae, n = summed(share, sums.tolist(), device)
         # val_loss is the steering MSE alone, with or without the speed output: the paper's Udacity figure
         m = {"val_loss": se / n, "val_mae": ae / n}

@@ -4,7 +4,6 @@ the options whose losses decode on the device; the loop's read every LOG_EVERY s
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -40,10 +39,10 @@ def host_reads(monkeypatch):
     return seen
 
 
-def _carracing(demos: str, tmp_path: Path, **train) -> bc.CarRacingTask:
-    cfg = TrainConfig(data=[demos], out=str(tmp_path / "r"), window=4, epochs=1, seed=1, **train)
-    loaded = bc.Demos.load(cfg.data, quiet=True)
-    return bc.CarRacingTask(bc.resolve_config(cfg, loaded, None), loaded, resume=False), cfg
+def _carracing(demos: str, tmp_path: Path, **train) -> tuple[bc.CarRacingTask, TrainConfig]:
+    loaded = bc.Demos.load([demos], quiet=True)
+    cfg = bc.resolve_config(TrainConfig(data=[demos], out=str(tmp_path / "r"), window=4, epochs=1, seed=1, **train), loaded, None)
+    return bc.CarRacingTask(cfg, loaded, resume=False), cfg
 
 
 def _reads_per_step(task, cfg: TrainConfig, host_reads: list[str], steps: int = 4) -> list[list[str]]:
@@ -115,6 +114,6 @@ def test_the_loop_reads_the_device_only_every_log_every_steps(tiny_demos_continu
 
     monkeypatch.setattr(Stepper, "step", step)
     monkeypatch.setattr(Stepper, "read", read)
-    fit(task, bc.resolve_config(cfg, bc.Demos.load(cfg.data, quiet=True), None), Dist(), CPU, resume=False, quiet=True)
+    fit(task, cfg, Dist(), CPU, resume=False, quiet=True)
     assert set(reads_at.values()) == {0} and len(reads_at) == n
     assert read_after == [k - 1 for k in range(LOG_EVERY, n + 1, LOG_EVERY)] + [n - 1]
