@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agents.training.tasks import train
-from agents.training.loop import TrainConfig
+from agents.training.loop import CloningRecipe, TrainConfig
 from agents.training.collect import CollectConfig, collect
 from agents.carracing.env import EPISODE_STEPS
 from agents.carracing.seeds import CHECK_SEED, VALIDATION_SEED, track_range
@@ -55,7 +55,8 @@ class QuickstartConfig:
     workers: int = 0  # processes for driving; 0: up to 2
     max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit)
     seed: int = 0  # seed of the whole job: demonstrations from seed 1000 x S, training seed S, DAgger rollouts from 1 000 000 + 1000 x S
-    recipe: dict[str, Any] = field(default_factory=dict)  # overrides of the preset's recipe fields (agents.training.recipe.Recipe)
+    recipe: dict[str, Any] = field(default_factory=dict)  # overrides of the preset's recipe (agents.training.recipe.Recipe; flat
+    # names or nested by part), resolved to the whole recipe
 
     @property
     def continuous(self) -> bool:
@@ -84,7 +85,7 @@ class QuickstartConfig:
             raise ConfigError(f"the DAgger rounds' {e}") from None
         r = self.trained_by
         first, last = 1000 * self.seed, 1000 * self.seed + self.episodes - 1
-        checks = r.dagger_check if r.dagger_until or r.dagger_select == "check" else 0
+        checks = r.dagger.check if r.dagger.until or r.dagger.select == "check" else 0
         for what, start, count, advice in (("the held-out seeds", self.eval_seed_start, self.eval_episodes, f"a seed below {self.eval_seed_start // 1000}"),
                                            ("the DAgger check's seeds", CHECK_SEED, checks, "another seed")):
             need(last < start or first >= start + count, f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include "
@@ -95,8 +96,8 @@ class QuickstartConfig:
         """The recipe, with the discrete target's network: the preset's wheel angle, or the action rates, or the actions."""
         recipe = Recipe.from_dict(self.recipe)
         if self.discrete and self.discrete_target != "wheel":
-            net = {k: v for k, v in recipe.net.items() if k not in WHEEL_TARGET["net"]}
-            recipe = replace(recipe, balance=Recipe.balance, net={**net, **({"rate_window": self.rate_window} if self.discrete_target == "rates" else {})})
+            net = {k: v for k, v in recipe.bc.net.items() if k not in WHEEL_TARGET["net"]}
+            recipe = recipe.changed(balance=CloningRecipe.balance, net={**net, **({"rate_window": self.rate_window} if self.discrete_target == "rates" else {})})
         return recipe
 
     def dagger_config(self, run: str) -> DaggerConfig:
@@ -136,7 +137,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
 
     t0 = time.monotonic()
     r = cfg.trained_by
-    _stage(f"2/5 behaviour cloning CNN + {cfg.head}, {_count(r.epochs, 'epoch')}" + (f" (at most {r.minutes:g} min)" if r.minutes else "") + f" -> {run}")
+    _stage(f"2/5 behaviour cloning CNN + {cfg.head}, {_count(r.bc.epochs, 'epoch')}" + (f" (at most {r.bc.minutes:g} min)" if r.bc.minutes else "") + f" -> {run}")
     train_cfg = cfg.train_config(str(data), str(run))
     state_file = run / "train_state.json"
     if not state_file.is_file():
@@ -146,12 +147,12 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     timed("train", t0)
 
     t0 = time.monotonic()
-    judge = f"clean rollouts average below {r.dagger_until:g}" + (
-        f" or its trained weights, driving {_count(r.dagger_check, 'check episode')}, do or lose a track" if r.dagger_check else "")
-    extra = f" (up to {r.dagger_max_rounds} while a round's {judge})" if r.dagger_until else ""
-    chosen = f"; then the round whose weights drive {_count(r.dagger_check, 'check episode')} best is kept" if r.dagger_select == "check" else ""
-    _stage(f"3/5 {r.dagger_rounds} DAgger rounds{extra}: {r.dagger_episodes} policy rollouts labelled by the expert, "
-           f"{_count(r.dagger_epochs, 'epoch')} of training each{chosen}")
+    judge = f"clean rollouts average below {r.dagger.until:g}" + (
+        f" or its trained weights, driving {_count(r.dagger.check, 'check episode')}, do or lose a track" if r.dagger.check else "")
+    extra = f" (up to {r.dagger.max_rounds} while a round's {judge})" if r.dagger.until else ""
+    chosen = f"; then the round whose weights drive {_count(r.dagger.check, 'check episode')} best is kept" if r.dagger.select == "check" else ""
+    _stage(f"3/5 {r.dagger.rounds} DAgger rounds{extra}: {r.dagger.episodes} policy rollouts labelled by the expert, "
+           f"{_count(r.dagger.epochs, 'epoch')} of training each{chosen}")
     dagger(cfg.dagger_config(str(run)))
     timed("dagger", t0)
 
@@ -209,9 +210,9 @@ def _report(cfg: QuickstartConfig, boards: dict[str, list[dict[str, Any]]], run:
         "",
         f"- demonstrations: {data} ({cfg.episodes} track-expert episodes, seeds {1000 * cfg.seed}..{1000 * cfg.seed + cfg.episodes - 1}); job seed {cfg.seed}",
         f"- training windows: {windows}\n"
-        f"- behaviour cloning: {_count(r.epochs, 'epoch')}, then {r.dagger_epochs} after each DAgger round, Adam {r.lr:g}: {metrics['epochs']} epochs "
+        f"- behaviour cloning: {_count(r.bc.epochs, 'epoch')}, then {r.dagger.epochs} after each DAgger round, Adam {r.bc.lr:g}: {metrics['epochs']} epochs "
         f"in all, {metrics['train_seconds'] / 60:.1f} min of training; {len(dag['rounds'])} DAgger "
-        f"rounds of {r.dagger_episodes} rollouts (mean return while collecting: "
+        f"rounds of {r.dagger.episodes} rollouts (mean return while collecting: "
         + ", ".join(rollout_returns(r) for r in dag["rounds"]) + ")"
         + ("; each round's trained weights alone on the check seeds: " + ", ".join(f"round {r['round']} {r['check']['mean_return']:.1f} "
                                                                                   f"({check_worst(r['check'])})"

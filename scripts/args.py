@@ -70,12 +70,3 @@ def add_scenario_flag(p: argparse.ArgumentParser, what: str, repeat: bool = Fals
     else:
         p.add_argument("--scenario", default="clean", metavar="NAME", type=scenario_name,
                        help=f"drive {what} in this generalization scenario: {SCENARIO_HELP}")
-
-
-def add_ray_flag(p: argparse.ArgumentParser, what: str) -> None:
-    """--ray [ADDRESS]: run `what` as Ray tasks (needs `pip install nac-drive[cluster]`)."""
-    p.add_argument(
-        "--ray", nargs="?", const="local", metavar="ADDRESS",
-        help=f"run {what} as Ray tasks: on the cluster at ADDRESS (e.g. auto, ray://head:10001), or without ADDRESS on a "
-        "new local Ray instance; needs pip install 'nac-drive[cluster]' (default: local processes, see --workers)",
-    )

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from agents.training.collect import CollectConfig
-from scripts.args import add_ray_flag
 from scripts.options import add_fields, field_values
 
 
@@ -23,8 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "refused unless --resume (complete an interrupted run) or --append (add episodes)."
         ),
     )
-    names = add_fields(p, CollectConfig, skip=("ray",))
-    add_ray_flag(p, "the episodes")
+    names = add_fields(p, CollectConfig)
     p.set_defaults(func=run_collect, fields=names)
 
     d = sub.add_parser("data", help="inspect a demonstration set", description="Inspect a demonstration set.")
@@ -67,7 +65,7 @@ def _print_info(info: dict) -> None:
 def run_collect(args: argparse.Namespace) -> int:
     from agents.training.collect import collect
 
-    _print_info(collect(CollectConfig(**field_values(args, args.fields), ray=args.ray)))
+    _print_info(collect(CollectConfig(**field_values(args, args.fields))))
     return 0
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 from agents.training.dagger import DaggerConfig, check_worst, selected_weights
-from scripts.args import add_ray_flag
 from scripts.options import add_fields, field_values
 
 
@@ -22,8 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Interrupted rounds resume when the same command is run again."
         ),
     )
-    names = add_fields(p, DaggerConfig, skip=("ray",))
-    add_ray_flag(p, "the rollouts")
+    names = add_fields(p, DaggerConfig)
     p.add_argument("--quiet", action="store_true", help="no training progress bars")
     p.set_defaults(func=run, fields=names)
 
@@ -31,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from agents.training.dagger import dagger, rollout_returns
 
-    cfg = DaggerConfig(**field_values(args, args.fields), ray=args.ray)
+    cfg = DaggerConfig(**field_values(args, args.fields))
     state = dagger(cfg, quiet=args.quiet)
     for r in state["rounds"]:
         best = r.get("best") or {}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from agents.carracing.seeds import TEST_SEED, VALIDATION_SEED, track_range
 from agents.evaluation.evaluate import EvaluateConfig
-from scripts.args import add_ray_flag, add_scenario_flag
+from scripts.args import add_scenario_flag
 from scripts.options import add_fields, field_values
 
 
@@ -26,8 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             f"test tracks (--seed-start {TEST_SEED}). The leaderboard names which it drove."
         ),
     )
-    names = add_fields(p, EvaluateConfig, skip=("ray", "perturb", "scenario"), positional=("runs",))
-    add_ray_flag(p, "the episodes")
+    names = add_fields(p, EvaluateConfig, skip=("perturb", "scenario"), positional=("runs",))
     p.add_argument(
         "--perturb", action="append", default=[], metavar="NAME[=LEVEL]",
         help="evaluate under a perturbation, once per given level (repeat the flag): drop=p, jitter=s, hold=s, delay=k, "
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     specs = args.perturb or [None]
     configs = [
-        EvaluateConfig(**field_values(args, args.fields), ray=args.ray, perturb=spec, scenario=scenario)
+        EvaluateConfig(**field_values(args, args.fields), perturb=spec, scenario=scenario)
         for scenario in args.scenario or ["clean"] for spec in specs  # all checked before the first episode
     ]
     seeds = track_range(args.seed_start, args.episodes)  # says whether they are the validation or the test tracks

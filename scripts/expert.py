@@ -7,7 +7,7 @@ from pathlib import Path
 
 from agents.evaluation.expert_eval import ExpertEvalConfig
 from agents.experts.ppo import PPOTrainConfig
-from scripts.args import add_ray_flag, add_scenario_flag
+from scripts.args import add_scenario_flag
 from scripts.options import add_fields, field_values
 
 
@@ -22,8 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "std, min and 95 percent interval of the returns, the share of episodes >= 900 and of finished laps."
         ),
     )
-    eval_names = add_fields(e, ExpertEvalConfig, skip=("ray", "scenario"))
-    add_ray_flag(e, "the episodes")
+    eval_names = add_fields(e, ExpertEvalConfig, skip=("scenario",))
     add_scenario_flag(e, "the expert")
     e.add_argument("--json", type=Path, metavar="FILE", help="write the figures and per-episode returns as JSON")
     e.set_defaults(func=run_eval, fields=eval_names)
@@ -58,7 +57,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from agents.evaluation.expert_eval import evaluate_expert
     from nac.checkpoint import write_json
 
-    r = evaluate_expert(ExpertEvalConfig(**field_values(args, args.fields), ray=args.ray, scenario=args.scenario))
+    r = evaluate_expert(ExpertEvalConfig(**field_values(args, args.fields), scenario=args.scenario))
     seeds = f"{r['seeds'][0]}..{r['seeds'][-1]}"
     print(
         f"{r['expert']} expert, {r['action_space']} actions, seeds {seeds}: "

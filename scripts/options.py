@@ -81,9 +81,10 @@ class KeyValues(argparse.Action):
         setattr(namespace, self.dest, {**(getattr(namespace, self.dest) or {}), key: item})
 
 
-def _argument(name: str, hint: Any, default: Any, doc: str, unset: bool, choices: Any) -> dict[str, Any]:
+def _argument(name: str, hint: Any, default: Any, doc: str, unset: bool, metadata: Any) -> dict[str, Any]:
     """argparse's add_argument(**kwargs) for one field. unset: the flag's absence leaves the field to its
     config (the value is None on the namespace), for settings whose default depends on others."""
+    choices = metadata.get("choices")
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     optional = origin in (typing.Union, types.UnionType) and type(None) in args
     if optional:
@@ -117,6 +118,8 @@ def _argument(name: str, hint: Any, default: Any, doc: str, unset: bool, choices
         kw["help"] += "; repeat the flag for several"
     elif hint in (int, float, str):
         kw.update(type=hint, metavar={int: "N", float: "X", str: name.upper()}[hint])
+        if "const" in metadata:  # the flag given alone means this value (--ray: a new local instance)
+            kw.update(nargs="?", const=metadata["const"], metavar=metadata.get("metavar", kw["metavar"]))
     else:
         raise TypeError(f"{name}: no command-line form for {hint!r}")
     return kw
@@ -134,38 +137,67 @@ class _Retired(argparse.Action):
 
 
 def add_fields(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, skip: Iterable[str] = (),
-               unset: Iterable[str] | bool = (), only: Iterable[str] | None = None, positional: Iterable[str] = ()) -> list[str]:
+               unset: Iterable[str] | bool = (), only: Iterable[str] | None = None, positional: Iterable[str] = (),
+               _within: tuple[str, str, Any, dict[str, str]] = ("", "", None, {})) -> list[str]:
     """A flag per field of the dataclass cls (skipping `skip`; only `only` if given), in their order; `unset`
     fields (True: all) are None unless given (their config resolves them); `positional` ones are positional
-    arguments. Returns the fields added, for field_values."""
+    arguments. A field that holds a config of its own (a dataclass: a job's rollouts, a recipe's parts) gives its
+    fields' flags in its place, named with the field's metadata "prefix" (none: the inner field's own name), their
+    defaults the field's default's and their help the inner comments unless its metadata "help" gives a job's own;
+    they are named PART.FIELD in skip, unset and only. Returns the fields added (PART.FIELD for those), for field_values."""
     hints, docs = typing.get_type_hints(cls), field_help(cls)
+    path, prefix, defaults, helps = _within
+    docs = {**docs, **helps}
     skip, positional = set(skip), set(positional)
-    unset = {f.name for f in dataclasses.fields(cls)} if unset is True else set(unset or ())
+    unset = unset if unset is True else set(unset or ())
     wanted = None if only is None else list(only)
     added = []
-    for f in dataclasses.fields(cls):
-        if f.name in skip or (wanted is not None and f.name not in wanted) or not f.init:
+    own = set(cls.__dict__.get("__annotations__", {}))  # a job's own fields first, then those of the config it extends
+    for f in sorted(dataclasses.fields(cls), key=lambda f: f.name not in own):
+        name = path + f.name
+        if name in skip or (wanted is not None and name not in wanted and not any(w.startswith(name + ".") for w in wanted)) or not f.init:
+            continue
+        default = _default(f) if defaults is None else getattr(defaults, f.name)
+        if dataclasses.is_dataclass(hints[f.name]):
+            added += add_fields(p, hints[f.name], skip, unset, only, positional,
+                                (name + ".", prefix + f.metadata.get("prefix", ""), default, f.metadata.get("help", {})))
             continue
         if f.name not in docs:
             raise TypeError(f"{cls.__name__}.{f.name} has no comment to be its --help")
-        flags = [flag(f.name)]
+        flags = [flag(prefix + f.name)]
         if "negated" in f.metadata:  # a field on by default, turned off by a flag of its own name (continuous: --discrete)
             flags, kw = [flag(f.metadata["negated"])], {"action": "store_false", "help": f.metadata["negated_help"]}
             if "retired" in f.metadata:  # the flag that turned it on, before it was the default: a line saying so
                 p.add_argument(flag(f.name), action=_Retired, message=f.metadata["retired"])
         else:
-            kw = _argument(f.name, hints[f.name], _default(f), docs[f.name], f.name in unset, f.metadata.get("choices"))
-        if f.name in positional:
+            kw = _argument(f.name, hints[f.name], default, docs[f.name], unset is True or name in unset, f.metadata)
+        if name in positional:
             kw.pop("required", None)
             kw.setdefault("metavar", f.name.upper())
-            p.add_argument(f.name, **kw)
+            p.add_argument(name, **kw)
         else:
-            p.add_argument(*flags, dest=f.name, **kw)
-        added.append(f.name)
+            p.add_argument(*flags, dest=name, **kw)
+        added.append(name)
     return added
 
 
 def field_values(args: argparse.Namespace, names: Iterable[str], drop_unset: bool = False) -> dict[str, Any]:
-    """The given fields' values from the namespace; drop_unset leaves out those that are None (not given, left to the
-    config)."""
-    return {name: getattr(args, name) for name in names if not (drop_unset and getattr(args, name) is None)}
+    """The given fields' values from the namespace, PART.FIELD ones as {PART: {FIELD: value}}; drop_unset leaves out those
+    that are None (not given, left to the config)."""
+    values: dict[str, Any] = {}
+    for name in names:
+        value = getattr(args, name)
+        if drop_unset and value is None:
+            continue
+        *parts, last = name.split(".")
+        node = values
+        for part in parts:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return values
+
+
+def add_renamed(p: argparse.ArgumentParser | argparse._ArgumentGroup, renamed: dict[str, str]) -> None:
+    """Flags of older versions ({old field name: today's}): each ends the command line with one line naming today's flag."""
+    for old, new in renamed.items():
+        p.add_argument(flag(old), action=_Retired, message=f"it is {flag(new)} now")

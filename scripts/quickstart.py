@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from agents.quickstart import QuickstartConfig
-from agents.training.recipe import PRESETS, Recipe
+from agents.training.recipe import PRESETS, RENAMED, Recipe
 from scripts.args import add_scenario_flag
-from scripts.options import add_fields, field_values
+from scripts.options import add_fields, add_renamed, field_values
 
 GIVEN_ONLY = ("discrete_target", "rate_window")  # options of --discrete: None unless given, so that they can be refused without it
 
@@ -34,6 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scenario_flag(p, "the held-out seeds as well (one leaderboard each in the report, beside the clean one)", repeat=True)
     g = p.add_argument_group("recipe (a flag not given keeps the preset's value; the defaults shown are the full recipe's)")
     recipe = add_fields(g, Recipe, unset=True)
+    add_renamed(g, RENAMED)
     p.set_defaults(func=run, fields=names, recipe_fields=recipe)
 
 

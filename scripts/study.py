@@ -4,14 +4,13 @@ by run: IQM and mean with intervals over runs and tracks, P(X > Y) over runs, pe
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 from pathlib import Path
 
 from agents.carracing.seeds import TEST_SEED
 from agents.studies.config import StudyConfig
 from agents.studies.stats import FEW_RUNS
 from agents.training.recipe import PRESETS, Recipe
-from scripts.args import add_ray_flag, add_scenario_flag, positive_int
+from scripts.args import add_scenario_flag, positive_int
 from scripts.options import add_fields, field_values
 
 
@@ -43,12 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             "  nacdrive study --report runs/study          # rebuild the report from study.json alone"
         ),
     )
-    names = add_fields(p, StudyConfig, skip=("variants", "levels", "ray"), unset=("out",))
+    names = add_fields(p, StudyConfig, skip=("variants", "levels"), unset=("out",))
     p.add_argument("--report", type=Path, metavar="DIR", help="only rebuild DIR/report from DIR/study.json, running nothing")
     p.add_argument(
         "--variant", action="append", default=[], metavar="NAME[:KEY=VALUE,...]",
         help="a recipe to train by, as overrides of the full recipe (repeatable; default one variant 'base'). Keys: the recipe's "
-        f"fields ({', '.join(f.name for f in fields(Recipe))}; agents/training/recipe.py, each explained in 'nacdrive quickstart --help'), "
+        f"fields ({', '.join(Recipe.names())}; agents/training/recipe.py, each explained in 'nacdrive quickstart --help'), "
         f"net.* for network options (e.g. net.use_time=false, net.nac.mode=euler), preset=NAME to start from a preset instead "
         f"({', '.join(PRESETS)}). Examples: bc:dagger_rounds=0, qs:preset=quickstart",
     )
@@ -56,7 +55,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also evaluate at this perturbation level (repeatable; see nacdrive evaluate --help), or in a scenario under it: "
                    "SCENARIO+KIND=LEVEL, e.g. color+jitter=3")
     add_scenario_flag(p, "every run as well (the expert drives each as a reference, and the report sets the published scores beside them)", repeat=True)
-    add_ray_flag(p, "the training runs and episodes")
     p.add_argument("--reps", type=positive_int, default=2000, help="bootstrap resamples for the intervals (default 2000)")
     p.set_defaults(func=run, fields=names)
 
@@ -82,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     variants = dict(parse_variant(v) for v in args.variant) if args.variant else {"base": {}}
     if args.variant and len(variants) != len(args.variant):
         raise UserError("two variants have the same name")
-    cfg = StudyConfig(**field_values(args, args.fields), variants=variants, levels=[CLEAN, *args.scenario, *args.perturb], ray=args.ray)
+    cfg = StudyConfig(**field_values(args, args.fields), variants=variants, levels=[CLEAN, *args.scenario, *args.perturb])
     kind = None
     if cfg.task == "udacity":
         from sim_bridge.study import UDACITY as kind

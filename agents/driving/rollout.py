@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Protocol
 
 import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-from agents.carracing.env import skipped_tiles, wheels_off_road
+from agents.carracing.env import EPISODE_STEPS, skipped_tiles, wheels_off_road
 from agents.driving.executor import ExecutorConfig, Task, make_executor
+from nac.config import ConfigDict, need
 
 SOLVED = 900.0  # CarRacing counts an average of 900 as solved
 
@@ -22,6 +23,27 @@ class Policy(Protocol):
     def reset(self) -> None: ...
 
     def select_action(self, obs: Any) -> Any: ...
+
+
+@dataclass
+class Rollouts(ConfigDict):
+    """How a job's episodes are driven: their length and where they run. Every job that drives episodes is one (collect,
+    dagger, evaluate, expert eval, study), so these options are declared here once; which tracks and how many stay each
+    job's own, since they mean something different in each (demonstrations to record, rollouts per round, held-out tracks)."""
+
+    max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
+    workers: int = 0  # local processes; 0: up to 2, 1: in this process
+    ray: str | None = field(default=None, metadata={"const": "local", "metavar": "ADDRESS"})  # run the episodes as Ray tasks on the cluster at this
+    # address (auto, ray://head:10001), or given without an address on a new local Ray instance; needs pip install
+    # 'nac-drive[cluster]' (default: local processes, see --workers)
+
+    def __post_init__(self) -> None:
+        need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
+        need(self.workers >= 0, f"workers must be >= 0 (got {self.workers})")
+
+    def executor(self, shared: tuple[str, ...] = ()) -> ExecutorConfig:
+        """Where the episodes run; `shared`: the folders they read and write (on Ray, every node must see them)."""
+        return ExecutorConfig(self.workers, self.ray, shared=shared)
 
 
 @dataclass

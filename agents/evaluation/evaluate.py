@@ -17,24 +17,22 @@ import numpy as np
 import torch
 
 from agents.carracing import perturb, scenarios
-from agents.carracing.env import EPISODE_STEPS, RENDERER, RENDERERS, check_renderer, make_env
+from agents.carracing.env import RENDERER, RENDERERS, check_renderer, make_env
 from agents.carracing.seeds import SELECT_SEED, VALIDATION_SEED, track_range
 from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.driving.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
-from agents.driving.executor import ExecutorConfig, storage_path
-from agents.driving.rollout import EpisodeResult, parallel_map, run_episode, run_episodes, shares, summarize
+from agents.driving.executor import storage_path
+from agents.driving.rollout import EpisodeResult, Rollouts, parallel_map, run_episode, run_episodes, shares, summarize
 from nac.checkpoint import load_checkpoint, write_json
 from nac.config import ConfigError, need
 
 
-@dataclass
-class EvaluateConfig:
+@dataclass(kw_only=True)
+class EvaluateConfig(Rollouts):
     runs: list[str]  # run folders (nacdrive train / dagger, or agents/pretrained/<head>)
     episodes: int = 50  # episodes per run
     seed_start: int = VALIDATION_SEED  # seeds seed_start, seed_start + 1, ...: the validation tracks by default; the test
     # tracks (agents.carracing.seeds.TEST_SEED on) for a result to report, driven once at the end; none may be a seed the run trained on
-    workers: int = 0  # processes; 0: up to 2
-    ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     weights: str = field(default="best", metadata={"choices": WEIGHTS})  # which weights of each run: best (validation) or last
     actions: str | None = field(default=None, metadata={"choices": DECODERS})  # discrete actions from the policy's softmax: the
     # likeliest (argmax), a draw (sample), pulses at the softmax's rates without chance (diffuse: error diffusion), or steering
@@ -42,7 +40,6 @@ class EvaluateConfig:
     # for rate networks, else argmax); continuous runs ignore it
     expert: bool = True  # add the track expert's figures on the same seeds as reference rows
     perturb: str | None = None  # one perturbation (agents.carracing.perturb), e.g. "drop=0.2"; None or "none": clean
-    max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
     renderer: str = field(default=RENDERER, metadata={"choices": RENDERERS})  # how the frames are drawn: direct (nac-drive's
     # renderer, the default everywhere) or gymnasium (gymnasium's own pixels, bit for bit, several times slower); the expert
     # reads the car's state and drives the same either way
@@ -51,13 +48,13 @@ class EvaluateConfig:
     # episodes are driven one at a time); each episode is the one it would be alone
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         need(bool(self.runs), "give at least one run folder")
         self.runs = [storage_path(r, self.ray) for r in self.runs]
         check_renderer(self.renderer)
         scenarios.check_scenario(self.scenario)
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
-        need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
         need(self.batch >= 1, f"batch must be >= 1 (got {self.batch})")
         if self.perturb is not None and self.perturb.strip() == perturb.CLEAN:
             self.perturb = None  # "none" names the clean level in a sweep
@@ -235,7 +232,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
 
     try:
         parallel_map(
-            drive, jobs, ExecutorConfig(cfg.workers, cfg.ray, shared=tuple(cfg.runs)), desc="evaluating", on_result=keep,
+            drive, jobs, cfg.executor(shared=tuple(cfg.runs)), desc="evaluating", on_result=keep,
             postfix=lambda done: {"mean": f"{np.mean([r[1].episode_return for outs in done for r in outs]):.1f}"},
         )
     except KeyboardInterrupt as exc:

@@ -7,33 +7,28 @@ from functools import partial
 from typing import Any
 
 from agents.carracing import scenarios
-from agents.carracing.env import CONTINUOUS, EPISODE_STEPS, make_env
+from agents.carracing.env import CONTINUOUS, make_env
 from agents.experts import EXPERTS, check_expert, expert_needs_pixels, make_expert
-from agents.driving.executor import ExecutorConfig
-from agents.driving.rollout import EpisodeResult, parallel_map, run_episode, shares, summarize
+from agents.driving.rollout import EpisodeResult, Rollouts, parallel_map, run_episode, shares, summarize
 from nac.config import ConfigError
 
 
-@dataclass
-class ExpertEvalConfig:
+@dataclass(kw_only=True)
+class ExpertEvalConfig(Rollouts):
     expert: str = field(default="track", metadata={"choices": EXPERTS})  # which expert drives
     continuous: bool = field(default=True, metadata=CONTINUOUS)  # continuous actions (steer, gas, brake), as the shipped policies
     episodes: int = 50  # episodes, on seeds seed_start, seed_start + 1, ...
     seed_start: int = 0  # the first seed
-    workers: int = 0  # processes; 0: up to 2
-    ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     model: str | None = None  # the PPO expert: a run folder from 'expert train' or its expert/ folder (default: the shipped one)
-    max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
     scenario: str = scenarios.CLEAN  # agents.carracing.scenarios: the track expert reads the car's state, so only domain-randomize (its
     # own tracks) changes what it drives; the PPO expert sees the frames
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_expert(self.expert, self.model, self.continuous)  # name, model file, action space: before any worker starts
         scenarios.check_scenario(self.scenario)
         if self.episodes < 1:
             raise ConfigError(f"episodes must be >= 1 (got {self.episodes})")
-        if self.max_steps < 1:
-            raise ConfigError(f"max-steps must be >= 1 (got {self.max_steps})")
         if self.seed_start < 0:
             raise ConfigError(f"seed-start must be >= 0 (got {self.seed_start})")
 
@@ -51,7 +46,7 @@ def evaluate_expert(cfg: ExpertEvalConfig) -> dict[str, Any]:
     results = parallel_map(
         partial(_one, cfg),
         seeds,
-        ExecutorConfig(cfg.workers, cfg.ray),
+        cfg.executor(),
         desc=f"{cfg.expert} expert",
         postfix=lambda done: {"mean": f"{sum(r.episode_return for r in done) / len(done):.1f}"},
     )

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from agents.carracing import perturb
-from agents.carracing.env import EPISODE_STEPS
 from agents.carracing.seeds import VALIDATION_SEED
 from agents.driving.executor import storage_path
+from agents.driving.rollout import Rollouts
 from agents.training.recipe import UDACITY_FIELDS, Recipe
 from agents.training.bc import net_config
 from agents.training.dagger import FIRST_SEED
@@ -23,9 +23,10 @@ CLEAN = perturb.CLEAN
 TASKS = ("carracing", "udacity")
 
 
-@dataclass
-class StudyConfig:
-    """A study's grid and how its runs are trained and evaluated (saved in study.json)."""
+@dataclass(kw_only=True)
+class StudyConfig(Rollouts):
+    """A study's grid and how its runs are trained and evaluated (saved in study.json); its workers each train one run or
+    drive one episode at a time."""
 
     out: str  # the study folder (demos/, runs/, study.json, report/)
     task: str = field(default="carracing", metadata={"choices": TASKS})  # carracing: the driving network in CarRacing; udacity:
@@ -47,14 +48,12 @@ class StudyConfig:
     # (agents.carracing.seeds.TEST_SEED on) for a result to report, driven once at the end
     levels: list[str] = field(default_factory=lambda: [CLEAN])  # conditions: "none" (clean), a scenario (agents.carracing.scenarios), a
     # perturbation (agents.carracing.perturb) or SCENARIO+PERTURBATION (agents.carracing.perturb.parse_level)
-    max_steps: int = EPISODE_STEPS  # steps per episode
-    workers: int = 0  # local processes, each one training run or episode at a time; 0: up to 2
-    ray: str | None = None  # Ray cluster address, or "local"; None: local processes
     speed: float | None = None  # udacity: the bridge's target speed in mph (drive --speed; default: the speed a run predicts,
     # net.speed_output=true, else 20)
     turn_slowdown: float = TURN_SLOWDOWN  # udacity, with speed: the target drops by this share at full steering lock (drive --turn-slowdown)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.out = storage_path(self.out, self.ray)
         need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
         need(bool(self.heads), "give at least one head")
@@ -74,7 +73,7 @@ class StudyConfig:
         need(bool(self.variants), "give at least one variant")
         for name, overrides in self.variants.items():
             recipe = Recipe.from_dict(overrides)
-            need(self.continuous or not recipe.noise, f"variant {name!r}: noise (DART) drifts the steering of continuous actions; drop --discrete or the noise")
+            need(self.continuous or not recipe.demos.noise, f"variant {name!r}: noise (DART) drifts the steering of continuous actions; drop --discrete or the noise")
             if self.task == "carracing":  # its network for every head, checked now rather than in a training worker
                 for h in self.heads:
                     try:

@@ -4,11 +4,10 @@ and what recipes stored by older versions were trained by."""
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 from typing import Any
 
 from agents.training.dagger import DaggerConfig
-from agents.training.recipe import PRESETS, Recipe, preset_recipe
+from agents.training.recipe import PRESETS, RENAMED, Recipe, preset_recipe
 from nac.config import need
 
 
@@ -50,13 +49,21 @@ def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
         except json.JSONDecodeError:
             value = raw
         *path, last = key.split(".")
-        allowed = [f.name for f in fields(Recipe)]
+        allowed = list(Recipe.names())
+        need(key not in RENAMED, f"variant {name!r}: {key} is {RENAMED.get(key)} now")
         need(path[:1] == ["net"] or (not path and key in allowed),
              f"variant {name!r}: unknown recipe field {key!r}; allowed: {allowed} (net.* for network options, preset=NAME)")
         node = overrides
         for part in path:
             node = node.setdefault(part, {})
         node[last] = value
-    recipe = preset_recipe(preset, overrides).to_dict()  # checks the values now, with the recipe's own messages
-    full = Recipe().to_dict()
+    recipe = preset_recipe(preset, overrides).flat()  # checks the values now, with the recipe's own messages
+    full = Recipe().flat()
     return name, overrides if preset == "full" else {k: v for k, v in recipe.items() if v != full[k]}
+
+
+def stored_recipe(data: dict[str, Any]) -> Recipe:
+    """A variant's recipe as study.json stored it, in any version's format (flat names before the recipe held its parts,
+    older names, fields added since): the one reader of stored recipes."""
+    flat = Recipe.flatten(data)
+    return Recipe.from_flat({**{k: f(flat) if callable(f) else f for k, f in ADDED_FIELDS.items()}, **flat})

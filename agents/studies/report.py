@@ -27,7 +27,7 @@ from agents.driving.rollout import lost_to_skip
 from agents.studies import plots, stats
 from agents.studies.plots import scenario_columns
 from agents.studies.store import EXPERT
-from agents.training.recipe import BY_HEAD, UDACITY_FIELDS
+from agents.training.recipe import BY_HEAD, UDACITY_FIELDS, Recipe
 from datasets.demos import seed_ranges
 from nac.checkpoint import write_json
 from nac.config import ConfigError
@@ -339,7 +339,7 @@ def _markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str])
     if study.get("recipes"):  # every field, as trained (studies from before they were stored have only the overrides above)
         used = (lambda k: k in UDACITY_FIELDS) if cfg.get("task") == "udacity" else (lambda k: True)  # PilotNet runs: no DAgger, no windows
         shown = lambda k, val: used(k) and (val is not None or k in BY_HEAD)  # noqa: E731  # a None cap (minutes) is no cap: not shown
-        lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={'by head' if val is None else val}" for k, val in r.items() if shown(k, val))
+        lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={'by head' if val is None else val}" for k, val in Recipe.flatten(r).items() if shown(k, val))
                                                 for v, r in study["recipes"].items()] + [""]
     lines += scenario_table(result)
     key = offline_key(cfg)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.studies.config import StudyConfig
-from agents.studies.recipe import ADDED_FIELDS, LEGACY_RECIPE
+from agents.studies.recipe import LEGACY_RECIPE, stored_recipe
 from agents.training.recipe import Recipe
 from nac.checkpoint import write_json
 from nac.config import need
@@ -28,8 +28,8 @@ class StudyFile:
             self.data = json.loads(self.path.read_text())
             need(self.data.get("format") == FORMAT, f"{self.path} is not a study file ({FORMAT})")
             # a study from before "recipes" was stored: its variants' overrides on the defaults of that time
-            self.data.setdefault("recipes", {v: Recipe.from_dict({**LEGACY_RECIPE, **o}).to_dict() for v, o in self.data["config"]["variants"].items()})
-            self.data["recipes"] = {v: {**{k: f(r) if callable(f) else f for k, f in ADDED_FIELDS.items()}, **r} for v, r in self.data["recipes"].items()}
+            self.data.setdefault("recipes", {v: {**LEGACY_RECIPE, **o} for v, o in self.data["config"]["variants"].items()})
+            self.data["recipes"] = {v: stored_recipe(r).to_dict() for v, r in self.data["recipes"].items()}
             self._check_compatible(cfg)
             self.data["config"] = _merged_config(self.data["config"], asdict(cfg))
         else:
@@ -42,7 +42,7 @@ class StudyFile:
 
     def recipe(self, variant: str) -> Recipe:
         """The recipe a variant's runs are trained by: as stored when the variant entered the study."""
-        return Recipe.from_dict(self.data["recipes"][variant])
+        return stored_recipe(self.data["recipes"][variant])
 
     def _check_compatible(self, cfg: StudyConfig) -> None:
         """A study may grow (heads, seeds, episodes, levels, variants) but not change what its
@@ -53,7 +53,7 @@ class StudyFile:
             need(was == getattr(cfg, name), f"{self.path} was made with {name}={was!r}, not {getattr(cfg, name)!r}; use another --out")
         for v, overrides in cfg.variants.items():
             if v in self.data["recipes"]:
-                was, now = self.recipe(v).to_dict(), Recipe.from_dict(overrides).to_dict()
+                was, now = self.recipe(v).flat(), Recipe.from_dict(overrides).flat()
                 differ = [f"{k}={was[k]!r} (asked: {now[k]!r})" for k in was if was[k] != now[k]]
                 need(not differ, f"variant {v!r} in {self.path} was trained with {', '.join(differ)}: pass those values in --variant "
                                  f"to continue it, or give the new recipe another name")

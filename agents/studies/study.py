@@ -33,7 +33,7 @@ from agents.training.collect import CollectConfig, collect
 from agents.training.dagger import dagger
 from agents.carracing.env import RENDERER
 from agents.evaluation.evaluate import DriveJob, EvaluateConfig, describe_run, drive
-from agents.driving.executor import ExecutorConfig, RayExecutor, Task, make_executor
+from agents.driving.executor import RayExecutor, Task, make_executor
 from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.driving.rollout import EpisodeResult
 from agents.studies.config import CLEAN, StudyConfig
@@ -76,7 +76,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
             train_resumable(recipe.train_config(job["demos"], str(run), job["head"], job["seed"], max_steps=job["max_steps"], device=job.get("device", "auto"),
                                                 continuous=job["continuous"]))
         dag: dict[str, Any] = {"rounds": []}
-        if recipe.dagger_rounds:
+        if recipe.dagger.rounds:
             dag = dagger(recipe.dagger_config(str(run), job["expert"], job["seed"], max_steps=job["max_steps"]), quiet=True)
     metrics = json.loads((run / "metrics.json").read_text())
     best = metrics.get("best") or {}
@@ -187,7 +187,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
         return study.data["runs"].get(run["key"], {})
 
     def noise(run: dict[str, Any]) -> float:
-        return study.recipe(run["variant"]).noise
+        return study.recipe(run["variant"]).demos.noise
 
     def missing(run: dict[str, Any]) -> list[tuple[str, int]]:
         """The (level, seed) episodes of a run not recorded yet."""
@@ -205,7 +205,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
 
     # 2. the task list: training runs not finished, episodes not driven
     seeds = cfg.eval_seeds()
-    executor = make_executor(ExecutorConfig(cfg.workers, cfg.ray, shared=(cfg.out,)))
+    executor = make_executor(cfg.executor(shared=(cfg.out,)))
     ray_gpus = executor.gpus_available() if isinstance(executor, RayExecutor) else 0.0
     capacity = executor.capacity
 

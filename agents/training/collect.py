@@ -14,42 +14,53 @@ import numpy as np
 
 from agents.carracing.env import ACTIONS, CONTINUOUS, EPISODE_STEPS, FAST_ID, FPS, RENDERER, STATE_FIELDS, car_state, make_env
 from agents.experts import EXPERTS, check_expert, make_expert
-from agents.driving.executor import ExecutorConfig, storage_path
-from agents.driving.rollout import EpisodeResult, parallel_map, run_episode
+from agents.driving.executor import storage_path
+from agents.driving.rollout import EpisodeResult, Rollouts, parallel_map, run_episode
 from datasets.demos import DataError, DemoSet, Episode, write_episode
-from nac.config import ConfigError
+from nac.config import ConfigDict, ConfigError, need
 
 
 @dataclass
-class CollectConfig:
+class DemosRecipe(ConfigDict):
+    """How the demonstrations are recorded: the recipe's part of a collection (agents.training.recipe.Recipe holds one;
+    CollectConfig is one, with the folder, the expert and the episodes)."""
+
+    WHAT = "demonstration fields"
+
+    noise: float = 0.0  # continuous: the car executes the expert's steering plus a slowly varying offset of this std, the
+    # recorded action stays the expert's, so the demonstrations show recoveries (DART)
+
+    def __post_init__(self) -> None:
+        need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
+
+
+@dataclass(kw_only=True)
+class CollectConfig(DemosRecipe, Rollouts):
+    """Recording demonstrations (`nacdrive collect`): a demonstration recipe (DemosRecipe's fields) driven by this expert into
+    this folder, its episodes driven as Rollouts says."""
+
     out: str  # the demonstration folder; an existing one that is not empty is refused unless resume or append
     expert: str = field(default="track", metadata={"choices": EXPERTS})  # which expert drives: track, the privileged track
     # follower (with discrete actions it plans 40 steps ahead before each action), or ppo, the shipped PPO expert
     episodes: int = 20  # episodes to record (with resume: the set's planned total is kept)
     continuous: bool = field(default=True, metadata=CONTINUOUS)  # continuous actions (steer, gas, brake), as the shipped policies
-    workers: int = 0  # worker processes; 0: up to 2
-    ray: str | None = None  # run the episodes as Ray tasks on this cluster address ("local": a new local instance)
     seed_start: int | None = None  # first seed (default 0, or after the set's last with append)
     resume: bool = False  # complete an interrupted collection into `out`
     append: bool = False  # add `episodes` more episodes to an existing set
-    max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
     model: str | None = None  # the PPO expert's run folder (default: the shipped one)
-    noise: float = 0.0  # continuous: the car executes the expert's steering plus a slowly varying offset of this std, the
-    # recorded action stays the expert's, so the demonstrations show recoveries (DART)
 
     def __post_init__(self) -> None:
+        DemosRecipe.__post_init__(self)
+        Rollouts.__post_init__(self)
         self.out = storage_path(self.out, self.ray)
         check_expert(self.expert, self.model, self.continuous)  # name, model file, action space: before any worker starts
         if self.episodes < 1:
             raise ConfigError(f"episodes must be >= 1 (got {self.episodes})")
         if self.resume and self.append:
             raise ConfigError("choose --resume (complete an interrupted run) or --append (add episodes), not both")
-        if self.max_steps < 1:
-            raise ConfigError(f"max-steps must be >= 1 (got {self.max_steps})")
         if self.seed_start is not None and self.seed_start < 0:
             raise ConfigError(f"seed-start must be >= 0 (got {self.seed_start})")
-        if not 0.0 <= self.noise <= 1.0 or (self.noise and not self.continuous):
-            raise ConfigError(f"noise must be in [0, 1] and is for continuous actions (drop --discrete; got {self.noise})")
+        need(not self.noise or self.continuous, f"noise is for continuous actions (drop --discrete; got {self.noise})")
 
 
 class SteeringDrift:
@@ -231,7 +242,7 @@ def collect(cfg: CollectConfig) -> dict[str, Any]:
             parallel_map(
                 partial(record_episode, cfg),
                 todo,
-                ExecutorConfig(cfg.workers, cfg.ray, shared=(cfg.out,)),
+                cfg.executor(shared=(cfg.out,)),
                 desc=f"recording {cfg.expert}",
                 on_result=demos.add,
                 postfix=lambda done: {

@@ -32,16 +32,16 @@ from agents.training.tasks import train
 from agents.training.loop import TrainConfig
 from agents.training.collect import Recorder, demo_header, save_recording
 from agents.carracing.seeds import CHECK_SEED, DAGGER_SEED
-from agents.carracing.env import EPISODE_STEPS, OffRoadLimit, make_env, seeds_with_bend, wheels_off_road
+from agents.carracing.env import OffRoadLimit, make_env, seeds_with_bend, wheels_off_road
 from agents.evaluation.evaluate import EvaluateConfig, evaluate
 from agents.experts import EXPERTS, check_expert, make_expert
 from agents.driving.policy import DrivingPolicy
-from agents.driving.executor import ExecutorConfig, storage_path
+from agents.driving.executor import storage_path
 from agents.carracing import perturb as perturbations
-from agents.driving.rollout import parallel_map, run_episode, run_episodes
+from agents.driving.rollout import Rollouts, parallel_map, run_episode, run_episodes
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
-from nac.config import ConfigError, need
+from nac.config import ConfigDict, ConfigError, need
 
 FIRST_SEED = DAGGER_SEED  # DAgger rollouts use seeds from here on (agents.carracing.seeds)
 # A check episode that reached fewer of its track's tiles than this lost the track (off the road for good, turned round, stalled):
@@ -58,9 +58,12 @@ SELECTS = ("last", "check")  # DaggerConfig.select
 
 
 @dataclass
-class DaggerConfig:
-    run: str  # a run folder from 'nacdrive train'
-    expert: str = field(default="track", metadata={"choices": EXPERTS})  # who labels the visited frames
+class DaggerRecipe(ConfigDict):
+    """How the DAgger rounds after behaviour cloning go: the recipe's part of a DAgger run (agents.training.recipe.Recipe holds
+    one; DaggerConfig is one, with the run, the expert and where the rollouts drive)."""
+
+    WHAT = "DAgger fields"
+
     rounds: int = 2  # rounds of rollouts and training (the recipe's two)
     until: float = 0.0  # > 0: after `rounds`, one more round while the last round falls short, up to max_rounds in all: its clean
     # rollouts' mean return below this, or its trained weights, driving `check` episodes alone, below it or losing a track
@@ -80,13 +83,9 @@ class DaggerConfig:
     # episodes best, each round's weights checked once after the last round (a later round wins a tie): DAgger's last round
     # can train weights that drive worse than the round before (docs/studies/generalization, "The runs that lost clean laps")
     minutes: float | None = None  # also stop a round's training after this many minutes
-    workers: int = 0  # rollout processes; 0: up to 2
-    ray: str | None = None  # run the rollouts as Ray tasks on this cluster address ("local": a new local instance)
-    seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i in round r
     bend: float = 0.0  # > 0: the rollouts drive only tracks with a bend of at least this many degrees within 12 segments
     # (agents.carracing.env.sharpest_bend; 150: hairpins, about one track in six), the next `episodes` of them from seed_start
     # on each round: the policy's own states where it loses tracks, labelled. 0: every track
-    max_steps: int = EPISODE_STEPS  # steps per rollout (CarRacing's limit is 1000)
     off_road_steps: int = 0  # > 0: a rollout ends once all four wheels have been off the road this many steps in a row: the
     # expert's labels for the way back are kept, the frames of a car lost on the grass are not (0: never)
     takeover: float = 0.0  # > 0: the expert also drives while the car is more than this many u/s over the track expert's target
@@ -98,9 +97,7 @@ class DaggerConfig:
     # run trained on gaps of 1..J, none for regular windows
 
     def __post_init__(self) -> None:
-        self.run = storage_path(self.run, self.ray)
-        check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
-        need(self.rounds >= 1, f"rounds must be >= 1 (got {self.rounds})")
+        need(self.rounds >= 0, f"rounds must be >= 0 (0: behaviour cloning alone; got {self.rounds})")
         need(self.until >= 0, f"until must be >= 0 (a return; 0: no extra rounds; got {self.until})")
         need(not self.until or self.max_rounds > self.rounds,
              f"with until, max-rounds (the most rounds in all) must be more than rounds ({self.rounds}; "
@@ -115,7 +112,6 @@ class DaggerConfig:
         need(self.select != "check" or (self.check >= 1 and self.average == 1),
              f"select check needs check >= 1 episodes and average 1 (got check {self.check}, average {self.average})")
         need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
-        need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
         need(self.off_road_steps >= 0, f"off-road steps must be >= 0 (got {self.off_road_steps})")
         need(self.takeover >= 0, f"takeover must be >= 0 u/s (got {self.takeover}; 0 turns the gate off)")
         if self.perturb not in ("auto", perturbations.CLEAN):
@@ -123,6 +119,23 @@ class DaggerConfig:
                 perturbations.parse(self.perturb)
             except ConfigError as e:
                 raise ConfigError(f"{e}; or auto (the run's own frame gaps)") from None
+
+
+@dataclass(kw_only=True)
+class DaggerConfig(DaggerRecipe, Rollouts):
+    """DAgger rounds on a trained run (`nacdrive dagger`): a DAgger recipe (DaggerRecipe's fields) for this run, labelled by
+    this expert, its rollouts driven as Rollouts says."""
+
+    run: str  # a run folder from 'nacdrive train'
+    expert: str = field(default="track", metadata={"choices": EXPERTS})  # who labels the visited frames
+    seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i in round r
+
+    def __post_init__(self) -> None:
+        DaggerRecipe.__post_init__(self)
+        Rollouts.__post_init__(self)
+        self.run = storage_path(self.run, self.ray)
+        check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
+        need(self.rounds >= 1, f"rounds must be >= 1 (got {self.rounds})")
 
 
 def recipe_beta(head: str, continuous: bool) -> float:
@@ -452,7 +465,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
             parallel_map(
                 partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps, cfg.takeover, spec),
                 tasks,
-                ExecutorConfig(cfg.workers, cfg.ray, shared=(str(run),)),
+                cfg.executor(shared=(str(run),)),
                 desc=f"DAgger round {r} rollouts (beta {beta:.2f})",
                 on_result=lambda entries: [demos.add(e) for e in entries],
                 postfix=lambda done: {"mean return": f"{np.mean([e['return'] for entries in done for e in entries]):.1f}"},

@@ -43,7 +43,7 @@ from agents.training.augment import AUGMENTS, check_augment
 from agents.training.distributed import Dist, any_process, barrier
 from agents.carracing.env import EPISODE_STEPS
 from nac.checkpoint import write_json
-from nac.config import ConfigError, TrainingDiverged, need
+from nac.config import ConfigDict, ConfigError, TrainingDiverged, need
 from nac.heads import head_names
 from nac.pilotnet import DENSE
 
@@ -62,18 +62,16 @@ DEFAULT_EPOCHS = {"carracing": 4, "udacity": 10}
 
 
 @dataclass
-class TrainConfig:
-    """Training of one policy network (`nacdrive train`); the CarRacing-only fields say so."""
+class CloningRecipe(ConfigDict):
+    """How behaviour cloning trains: the recipe's part of a training run (agents.training.recipe.Recipe holds one; TrainConfig
+    is one, with the run's data, folders and hardware). The CarRacing-only fields say so."""
 
-    data: list[str]  # demonstration folders from 'nacdrive collect' (carracing), or recording folders with driving_log.csv (udacity)
-    out: str  # the run folder to create (or to continue with --resume)
-    task: str = field(default="carracing", metadata={"choices": TASKS})  # carracing: frame windows -> the expert's actions;
-    # udacity: PilotNet's steering from driving_log.csv recordings (split by session; side cameras, flips, shifts, shadows and
-    # brightness as augmentation)
-    head: str = field(default="nac", metadata={"choices": lambda: [*head_names(), DENSE]})  # the sequence head (nac.heads);
-    # dense: PilotNet's own dense layers (udacity only)
+    WHAT = "behaviour-cloning fields"
+
+    epochs: int | None = None  # passes over the training data (default: carracing 4, udacity 10; no limit with minutes)
+    minutes: float | None = None  # stop after this much training time (summed over resumed sessions; a cap makes the result
+    # depend on the machine's speed)
     window: int = 8  # carracing: frames per window, labelled with the expert's action at the last one
-    frame_stride: int = 1  # carracing: steps between a window's frames
     stride_jitter: int | None = None  # carracing: > 1 draws each gap between a window's frames from 1..J steps (true timestamps
     # kept), so that heads told the frames' times learn the timing of dropped or late frames. Default: the recipe's for the head
     # and action space (agents.training.bc.frame_gaps: 3 for heads told the times with continuous actions, else 1)
@@ -87,20 +85,57 @@ class TrainConfig:
     # randconv (a random 3x3 convolution, Lee et al. 2020), overlay (blended with a random 1/f picture, as SODA / SVEA)
     select_episodes: int = 0  # carracing: > 0 keeps as best the weights that drive best over this many closed-loop episodes
     # (selection seeds, the same at every validation) instead of those with the lowest validation loss
-    select_steps: int = EPISODE_STEPS  # carracing: steps per selection episode
-    epochs: int | None = None  # passes over the training data (default: carracing 4, udacity 10; no limit with minutes)
-    minutes: float | None = None  # stop after this much training time (summed over resumed sessions)
-    batch_size: int = 32  # windows (carracing) or images (udacity) per step, the paper's 32
     lr: float = 1e-4  # Adam's learning rate, the paper's 1e-4
-    chunk: int = 8  # carracing: consecutive steps per group in a batch, sharing their frames
+    ema: float = 0.0  # > 0: validate and save an exponential moving average of the weights, this decay per step (0.999: a
+    # half-life of about 700 steps); the optimizer still steps the raw weights
+    batch_size: int = 32  # windows (carracing) or images (udacity) per step, the paper's 32
+    loss: str = field(default="mse", metadata={"choices": LOSSES})  # carracing, continuous actions: squared error (the conditional
+    # mean) or absolute error (the conditional median: no constant small brake where the expert brakes in rare pulses)
     balance: str = field(default="auto", metadata={"choices": BALANCE})  # carracing: class imbalance by a weighted loss (weights),
     # balanced sampling (sampler) or neither (none); auto: weights for discrete actions, none for continuous ones (reweighting
     # a regression by action class biases the mean action)
-    loss: str = field(default="mse", metadata={"choices": LOSSES})  # carracing, continuous actions: squared error (the conditional
-    # mean) or absolute error (the conditional median: no constant small brake where the expert brakes in rare pulses)
     turn_weight: float = 0.0  # carracing, wheel-angle networks (net wheel_target): the angle's squared error weighted by 1 + W x how
     # fast the expert's planned angle turns there (0 on a straight or a steady bend, about 0.35 where a bend turns into the other way)
     val_fraction: float = 0.2  # share of episodes (carracing) or sessions (udacity) held out for validation
+    net: dict[str, Any] = field(default_factory=dict)  # network options (nac.driving.DrivingNetConfig, nac.pilotnet.PilotNetConfig),
+    # e.g. {"use_time": false, "nac": {"mode": "euler"}}
+
+    def __post_init__(self) -> None:
+        need(self.epochs is None or self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
+        need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
+        need(self.batch_size >= 1, f"batch size must be >= 1 (got {self.batch_size})")
+        need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
+        need(self.window >= 1, f"window must be >= 1 (got {self.window})")
+        need(self.stride_jitter is None or self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
+        need(self.select_episodes >= 0, f"select_episodes must be >= 0 (got {self.select_episodes})")
+        need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
+        check_augment(self.augment)
+        need(self.regular_share is None or 0.0 <= self.regular_share <= 1.0, f"regular share must be in [0, 1] (got {self.regular_share})")
+        need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
+        need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")
+        need(self.turn_weight >= 0, f"turn weight must be >= 0 (got {self.turn_weight})")
+        need(isinstance(self.net, dict), "net must be a JSON object of network options")
+        need(not self.turn_weight or bool(self.net.get("wheel_target")),
+             "turn weight weights the wheel angle's error: it is for wheel-angle networks (--wheel-target, net.wheel_target)")
+        need(0 < self.val_fraction < 1, f"validation fraction must be between 0 and 1 (got {self.val_fraction})")
+        need(0.0 <= self.ema < 1.0, f"ema decay must be in [0, 1) (got {self.ema})")
+
+
+@dataclass(kw_only=True)
+class TrainConfig(CloningRecipe):
+    """Training of one policy network (`nacdrive train`): a behaviour-cloning recipe (CloningRecipe's fields), on these
+    demonstrations, into this run folder, on this hardware."""
+
+    data: list[str]  # demonstration folders from 'nacdrive collect' (carracing), or recording folders with driving_log.csv (udacity)
+    out: str  # the run folder to create (or to continue with --resume)
+    task: str = field(default="carracing", metadata={"choices": TASKS})  # carracing: frame windows -> the expert's actions;
+    # udacity: PilotNet's steering from driving_log.csv recordings (split by session; side cameras, flips, shifts, shadows and
+    # brightness as augmentation)
+    head: str = field(default="nac", metadata={"choices": lambda: [*head_names(), DENSE]})  # the sequence head (nac.heads);
+    # dense: PilotNet's own dense layers (udacity only)
+    frame_stride: int = 1  # carracing: steps between a window's frames
+    select_steps: int = EPISODE_STEPS  # carracing: steps per selection episode
+    chunk: int = 8  # carracing: consecutive steps per group in a batch, sharing their frames
     val_episodes: list[str] | None = None  # carracing: the held-out episodes ("folder:seed"); drawn at start, saved in the run
     folds: int = 1  # carracing: > 1 is k-fold cross-validation by episode, one sub-run per fold
     device: str = "auto"  # auto (cuda when present), cpu, cuda, cuda:N
@@ -110,39 +145,22 @@ class TrainConfig:
     # CUDA, fp32 on CPU), fp32, bf16 (autocast to bfloat16, no loss scaling; CPUs too) or fp16 (autocast to float16 with a
     # loss scaler, whose state the resumable checkpoint keeps)
     seed: int = 0  # seed of the split, the initial weights, the batch order, dropout and augmentation
-    net: dict[str, Any] = field(default_factory=dict)  # network options (nac.driving.DrivingNetConfig, nac.pilotnet.PilotNetConfig)
     checkpoint_seconds: float = 60.0  # how often the resumable state is written
     init_from: str | None = None  # carracing: start from this run's best weights (the same network)
-    ema: float = 0.0  # > 0: validate and save an exponential moving average of the weights, this decay per step (0.999: a
-    # half-life of about 700 steps); the optimizer still steps the raw weights
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
         need(bool(self.data), "give at least one data folder (--data)")
         need(len(set(map(os.path.abspath, self.data))) == len(self.data), "a data folder is given twice")
-        need(self.epochs is None or self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
-        need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
-        need(self.batch_size >= 1, f"batch size must be >= 1 (got {self.batch_size})")
-        need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
         need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
-        need(self.window >= 1 and self.frame_stride >= 1, f"window and frame stride must be >= 1 (got {self.window}, {self.frame_stride})")
-        need(self.stride_jitter is None or self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
+        need(self.frame_stride >= 1, f"frame stride must be >= 1 (got {self.frame_stride})")
         need(not self.arrival_windows or self.frame_stride == 1,
              f"--arrival-windows cuts the windows a policy saw step by step, so it needs --frame-stride 1 (got {self.frame_stride})")
-        need(self.select_episodes >= 0 and self.select_steps >= 1, "select_episodes must be >= 0 and select_steps >= 1")
-        need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
-        check_augment(self.augment)
-        need(self.regular_share is None or 0.0 <= self.regular_share <= 1.0, f"regular share must be in [0, 1] (got {self.regular_share})")
-        need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
-        need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")
-        need(self.turn_weight >= 0, f"turn weight must be >= 0 (got {self.turn_weight})")
-        need(not self.turn_weight or bool(self.net.get("wheel_target")),
-             "turn weight weights the wheel angle's error: it is for wheel-angle networks (--wheel-target, net.wheel_target)")
-        need(0 < self.val_fraction < 1, f"validation fraction must be between 0 and 1 (got {self.val_fraction})")
+        need(self.select_steps >= 1, f"select_steps must be >= 1 (got {self.select_steps})")
         need(self.folds >= 1, f"folds must be >= 1 (got {self.folds})")
         need(self.folds == 1 or self.task == "carracing", "--folds is for the carracing task")
         need(self.checkpoint_seconds > 0, "checkpoint_seconds must be > 0")
-        need(0.0 <= self.ema < 1.0, f"ema decay must be in [0, 1) (got {self.ema})")
         need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
         need(self.prefetch >= 0, f"prefetch must be >= 0 batches (got {self.prefetch})")
 

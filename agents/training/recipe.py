@@ -26,99 +26,102 @@ from typing import Any
 
 from agents.carracing.env import EPISODE_STEPS
 from agents.training.bc import frame_gaps
-from agents.training.collect import CollectConfig
-from agents.training.dagger import FIRST_SEED, DaggerConfig
-from agents.training.loop import DEFAULT_EPOCHS, TrainConfig
+from agents.training.collect import DemosRecipe
+from agents.training.dagger import FIRST_SEED, DaggerConfig, DaggerRecipe
+from agents.training.loop import DEFAULT_EPOCHS, CloningRecipe, TrainConfig
 from nac.config import ConfigDict, ConfigError, need
 
-T, D = TrainConfig, DaggerConfig  # the recipe's defaults are the components' own
-
-
-def like(cls: type, name: str) -> Any:
-    """A recipe field declared as the component's field of that name: its default and its choices."""
-    f = cls.__dataclass_fields__[name]  # type: ignore[attr-defined]
-    return field(default=f.default, metadata=f.metadata)
+# The recipe's parts and the prefix of their fields' flat names (the flags, a study's variant keys, the presets below):
+# DAgger's rounds are dagger_rounds, behaviour cloning's learning rate is lr
+PARTS = {"bc": "", "dagger": "dagger_", "demos": ""}
+PART_CONFIGS = {"bc": CloningRecipe, "dagger": DaggerRecipe, "demos": DemosRecipe}
+RENAMED = {"dagger_off_road": "dagger_off_road_steps"}  # flat names of older versions -> today's
 
 
 @dataclass
 class Recipe(ConfigDict):
-    """How one run is trained: behaviour cloning on the demonstrations, then DAgger rounds. The defaults are the full
-    recipe; each field is the training's or DAgger's option of the same name (train --X, dagger --X)."""
+    """How one run is trained: demonstrations recorded so, behaviour cloning on them, then DAgger rounds. It holds the
+    three jobs' own recipe configs (collect's DemosRecipe, train's CloningRecipe, dagger's DaggerRecipe), so that a
+    recipe field is declared once, in its job's config; the defaults are the full recipe."""
 
-    WHAT = "recipe fields"
+    WHAT = "recipe parts"
 
-    epochs: int = DEFAULT_EPOCHS["carracing"]  # behaviour-cloning epochs on the demonstrations
-    minutes: float | None = T.minutes  # also stop behaviour cloning after this many minutes (a cap makes the result depend on
-    # the machine's speed)
-    dagger_rounds: int = D.rounds  # DAgger rounds after it (0: pure behaviour cloning)
-    dagger_until: float = D.until  # > 0: then one more round while the last round's rollouts or trained weights average below
-    # this return or lose a track (dagger --until) ...
-    dagger_check: int = D.check  # ... judged on this many episodes its weights drive alone (dagger --check; 0: the rollouts) ...
-    dagger_max_rounds: int = D.max_rounds  # ... up to this many rounds in all (dagger --max-rounds)
-    dagger_episodes: int = D.episodes  # policy rollouts per round, labelled by the expert
-    dagger_bend: float = D.bend  # > 0: the rollouts only on tracks with a bend of at least this many degrees (dagger --bend)
-    dagger_epochs: int = D.epochs  # training epochs after each round
-    dagger_minutes: float | None = D.minutes  # also stop each round's training after this many minutes
-    dagger_average: int = D.average  # > 1: the run's weights are the mean of its last K rounds' own, from round 2 on (dagger --average)
-    dagger_select: str = like(D, "select")  # check: the run's weights are the round's own that drove dagger_check episodes best (dagger --select)
-    dagger_beta: float | None = D.beta  # round r executes the expert's action with probability beta ** r (default: the
-    # recipe's for the head and action space, agents.training.dagger.recipe_beta)
-    dagger_off_road: int = D.off_road_steps  # > 0: a rollout ends once the car has been off the road this many steps in a row
-    dagger_takeover: float = D.takeover  # > 0: the expert takes over a rollout while the car is this many u/s too fast or
-    # off the road (dagger --takeover)
-    dagger_perturb: str = D.perturb  # the policy drives half the rollouts under this perturbation (dagger --perturb; auto: the
-    # run's own frame gaps)
-    window: int = T.window  # frames per window
-    stride_jitter: int | None = T.stride_jitter  # > 1: windows with irregular frame gaps 1..J (true timestamps kept) ...
-    regular_share: float | None = T.regular_share  # ... except this share of them (default: the recipe's for the head,
-    # agents.training.bc.frame_gaps)
-    arrival_windows: bool = T.arrival_windows  # rollout steps a perturbed policy decided on train on the windows it saw
-    shift: int = T.shift  # random image shifts of up to this many pixels (train --shift)
-    augment: str = like(T, "augment")  # an augmentation against visual shift (train --augment: jitter, randconv, overlay)
-    select_episodes: int = T.select_episodes  # > 0: best weights by closed-loop return over this many episodes
-    lr: float = T.lr  # Adam's learning rate, behaviour cloning and DAgger rounds alike
-    ema: float = T.ema  # > 0: keep and judge a moving average of the weights, this decay per step (train --ema)
-    batch_size: int = T.batch_size  # windows per training step
-    loss: str = like(T, "loss")  # continuous actions: mse or l1 (train --loss)
-    balance: str = like(T, "balance")  # class imbalance (train --balance)
-    turn_weight: float = T.turn_weight  # wheel-angle networks: the angle's error weighted where the expert's plan turns fast
-    val_fraction: float = T.val_fraction  # share of the demonstrations held out for validation
-    noise: float = CollectConfig.noise  # DART: std of the steering drift in the demonstrations (collect --noise)
-    net: dict[str, Any] = field(default_factory=dict)  # network options, e.g. {"use_time": false, "nac": {"mode": "euler"}}
+    bc: CloningRecipe = field(default_factory=lambda: CloningRecipe(epochs=DEFAULT_EPOCHS["carracing"]),
+                              metadata={"prefix": PARTS["bc"]})  # behaviour cloning on the demonstrations
+    dagger: DaggerRecipe = field(default_factory=DaggerRecipe, metadata={"prefix": PARTS["dagger"]})  # the DAgger rounds after
+    # it (dagger_rounds 0: behaviour cloning alone)
+    demos: DemosRecipe = field(default_factory=DemosRecipe, metadata={"prefix": PARTS["demos"]})  # how the demonstrations are recorded
 
     def __post_init__(self) -> None:
-        need(self.dagger_rounds >= 0, f"dagger_rounds must be >= 0 (got {self.dagger_rounds})")
-        need(isinstance(self.net, dict), "net must be a JSON object of network options")
-        need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
-        # every other field is checked where it is used, with that config's own messages
-        self.train_config("<demos>", "<run>", head="nac", seed=0)
-        if self.dagger_rounds:
-            try:
-                self.dagger_config("<run>", expert="track", seed=0)
-            except ConfigError as e:  # its fields are dagger_* here
-                raise ConfigError(f"the DAgger rounds' {e}") from None
+        for name, part in PART_CONFIGS.items():
+            value = getattr(self, name)
+            if isinstance(value, dict):  # as stored in JSON
+                try:
+                    setattr(self, name, part.from_dict(value))
+                except ConfigError as e:
+                    raise ConfigError(f"the DAgger rounds' {e}" if name == "dagger" else str(e)) from None
+
+    @staticmethod
+    def names() -> dict[str, tuple[str, str]]:
+        """{flat name: (part, field)}: every recipe field by the name the flags, variants and presets give it."""
+        return {PARTS[part] + f.name: (part, f.name) for part, cls in PART_CONFIGS.items() for f in fields(cls)}
+
+    @classmethod
+    def flatten(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A recipe or overrides of one, nested by part (as to_dict and study.json write them) or by flat names (flags,
+        variants, presets; and every recipe older versions stored), as flat names. The one reader of older spellings."""
+        flat: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in PARTS and isinstance(value, dict):
+                flat.update({PARTS[key] + k: v for k, v in value.items()})
+            else:
+                flat[RENAMED.get(key, key)] = value
+        return flat
+
+    @classmethod
+    def from_flat(cls, flat: dict[str, Any]) -> "Recipe":
+        names = cls.names()
+        unknown = sorted(set(flat) - set(names))
+        need(not unknown, f"unknown recipe fields {unknown}; allowed: {sorted(names)}")
+        parts: dict[str, dict[str, Any]] = {part: {} for part in PARTS}
+        for key, value in flat.items():
+            part, name = names[key]
+            parts[part][name] = value
+        parts["bc"] = {"epochs": DEFAULT_EPOCHS["carracing"], **parts["bc"]}
+        return cls(**parts)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Recipe":
+        return cls.from_flat(cls.flatten(data))
+
+    def flat(self) -> dict[str, Any]:
+        return self.flatten(self.to_dict())
+
+    def changed(self, **flat: Any) -> "Recipe":
+        """This recipe with these flat-named fields changed."""
+        return Recipe.from_flat({**self.flat(), **flat})
 
     def train_config(self, demos: str, out: str, head: str, seed: int, task: str = "carracing", max_steps: int = EPISODE_STEPS, device: str = "auto",
                      continuous: bool = True) -> TrainConfig:
-        """The behaviour cloning of one run by this recipe: its fields named as TrainConfig's (a PilotNet run takes
-        UDACITY_FIELDS alone), the frame gaps resolved for the head and action space."""
-        given = {name: getattr(self, name) for name in TRAIN_FIELDS} | {"net": dict(self.net)}
+        """The behaviour cloning of one run by this recipe (a PilotNet run takes UDACITY_FIELDS alone), the frame gaps
+        resolved for the head and action space."""
+        given = self.bc.to_dict()
         common: dict[str, Any] = dict(data=[demos], out=out, task=task, head=head, seed=seed, device=device)
         if task == "udacity":
             return TrainConfig(**common, **{k: v for k, v in given.items() if k in UDACITY_FIELDS})
-        given.update(frame_gaps(head, continuous, self.stride_jitter, self.regular_share), select_steps=max_steps, net={"use_time": True, **self.net})
+        given.update(frame_gaps(head, continuous, self.bc.stride_jitter, self.bc.regular_share), select_steps=max_steps,
+                     net={"use_time": True, **self.bc.net})
         return TrainConfig(**common, **given)
 
     def dagger_config(self, run: str, expert: str, seed: int, max_steps: int = EPISODE_STEPS, workers: int = 1) -> DaggerConfig:
-        """This recipe's DAgger rounds after the behaviour cloning of one run: its dagger_* fields; each training seed has
-        its own rollout seeds."""
-        given = {DAGGER_NAMES.get(name, name.removeprefix("dagger_")): getattr(self, name) for name in RECIPE_FIELDS if name.startswith("dagger_")}
-        return DaggerConfig(run=run, expert=expert, workers=workers, max_steps=max_steps, seed_start=FIRST_SEED + seed * 1000, **given)
+        """This recipe's DAgger rounds after the behaviour cloning of one run; each training seed has its own rollout seeds."""
+        try:
+            return DaggerConfig(run=run, expert=expert, workers=workers, max_steps=max_steps, seed_start=FIRST_SEED + seed * 1000,
+                                **self.dagger.to_dict())
+        except ConfigError as e:
+            raise ConfigError(f"the DAgger rounds' {e}") from None
 
 
-RECIPE_FIELDS = [f.name for f in fields(Recipe)]
-TRAIN_FIELDS = [name for name in RECIPE_FIELDS if name in TrainConfig.__dataclass_fields__]  # the behaviour cloning's
-DAGGER_NAMES = {"dagger_off_road": "off_road_steps"}  # dagger_X is DaggerConfig's X, but for this one
 BY_HEAD = ("dagger_beta", "stride_jitter", "regular_share")  # fields whose None is resolved for the head and action space
 UDACITY_FIELDS = {"epochs", "minutes", "lr", "ema", "batch_size", "val_fraction", "net", "noise"}  # the fields a PilotNet run has
 # (no DAgger, no windows; net.speed_output=true: a learned speed)
@@ -148,11 +151,11 @@ def check_preset(name: str) -> Preset:
 
 
 def preset_recipe(name: str, overrides: dict[str, Any] | None = None) -> Recipe:
-    """The preset's recipe with the overrides (network options merge into the preset's). A preset that allows extra
+    """The preset's recipe with the overrides (flat names or nested by part; network options merge into the preset's). A preset that allows extra
     DAgger rounds keeps as many extra when the overrides change its rounds and not its most rounds."""
-    base, overrides = check_preset(name).recipe, dict(overrides or {})
+    base, overrides = check_preset(name).recipe, Recipe.flatten(overrides or {})
     if "dagger_rounds" in overrides and "dagger_max_rounds" not in overrides and base.get("dagger_max_rounds"):
-        extra = base["dagger_max_rounds"] - base.get("dagger_rounds", Recipe.dagger_rounds)
+        extra = base["dagger_max_rounds"] - base.get("dagger_rounds", DaggerRecipe.rounds)
         overrides["dagger_max_rounds"] = overrides["dagger_rounds"] + extra
     net = {**base.get("net", {}), **overrides.get("net", {})}  # a network option merges into the preset's
-    return Recipe.from_dict({**base, **overrides, **({"net": net} if net else {})})
+    return Recipe.from_flat({**base, **overrides, **({"net": net} if net else {})})

@@ -92,7 +92,7 @@ def test_quickstart_flags_override_its_preset():
     args = build_parser().parse_args(["quickstart", "--discrete", "--lr", "3e-4", "--dagger-rounds", "3", "--seed", "2"])
     cfg = QuickstartConfig(**field_values(args, args.fields, drop_unset=True), recipe=field_values(args, args.recipe_fields, drop_unset=True))
     assert cfg.recipe == preset_recipe("quickstart-discrete", {"lr": 3e-4, "dagger_rounds": 3}).to_dict()
-    assert (cfg.recipe["epochs"], cfg.recipe["dagger_max_rounds"], cfg.seed) == (6, 4, 2)  # the preset's extra round kept
+    assert (cfg.recipe["bc"]["epochs"], cfg.recipe["dagger"]["max_rounds"], cfg.seed) == (6, 4, 2)  # the preset's extra round kept
 
 
 def test_the_command_reference_is_current():

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 
-from agents.figures import video
 from agents.driving.policy import DrivingPolicy
 from agents.figures.saliency import saliency
 from agents.figures.video import CAM, HOLD_SECONDS, TILE_W, Driver, RecordConfig, overlay, record_video

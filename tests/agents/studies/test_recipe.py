@@ -60,4 +60,4 @@ def test_the_study_trains_each_head_by_the_quick_starts_recipe_unless_told_other
             q = QuickstartConfig(head=head, discrete=not continuous).train_config("d", "r")
             assert gaps(Recipe(), head, continuous) == (q.stride_jitter, q.regular_share)
     assert gaps(Recipe(), "nac") == (3, 0.5) and gaps(Recipe(), "gru") == (1, 0.0) and gaps(Recipe(), "nac", False) == (1, 0.0)
-    assert gaps(Recipe(stride_jitter=1), "nac") == (1, 0.5) and gaps(Recipe(stride_jitter=2, regular_share=0.0), "lstm") == (2, 0.0)
+    assert gaps(Recipe.from_flat({"stride_jitter": 1}), "nac") == (1, 0.5) and gaps(Recipe.from_flat({"stride_jitter": 2, "regular_share": 0.0}), "lstm") == (2, 0.0)

@@ -25,7 +25,7 @@ def episode(run: str, seed: int, ret: float = 900.0) -> dict:
 
 def test_a_new_study_stores_each_recipe_whole_and_counts_an_episode_once(tmp_path):
     s = StudyFile(config(tmp_path, variants={"base": {}, "fast": {"lr": 3e-4}}))
-    assert s.data["recipes"]["base"] == Recipe().to_dict() and s.recipe("fast").lr == 3e-4
+    assert s.data["recipes"]["base"] == Recipe().to_dict() and s.recipe("fast").bc.lr == 3e-4
     assert s.add_episode(episode("base/nac/seed0", 100)) and not s.add_episode(episode("base/nac/seed0", 100, 1.0))
     s.save()
     again = StudyFile(config(tmp_path, variants={"base": {}, "fast": {"lr": 3e-4}}))
@@ -41,17 +41,19 @@ def test_older_files_are_read_as_they_were_trained(tmp_path):
     (tmp_path / "study.json").write_text(json.dumps(old))
     other = {"variants": {"other": {}}}  # a variant asked now is compared with the stored one; this reads "base" as stored
     r = StudyFile(config(tmp_path, **other)).recipe("base")
-    assert (r.dagger_beta, r.dagger_perturb, r.stride_jitter, r.regular_share, r.augment) == (0.5, "none", 1, 0.0, "none")
-    # a stored recipe without the fields added since: the value that means what it was trained by
-    stored = Recipe().to_dict()
+    assert (r.dagger.beta, r.dagger.perturb, r.bc.stride_jitter, r.bc.regular_share, r.bc.augment) == (0.5, "none", 1, 0.0, "none")
+    # a stored recipe (flat names, as before the recipe held its parts) without the fields added since: the value that
+    # means what it was trained by
+    stored = Recipe().flat()
+    stored["dagger_off_road"] = stored.pop("dagger_off_road_steps")  # its older name
     for name in ("dagger_perturb", "arrival_windows", "augment", "dagger_check", "minutes", "dagger_minutes"):
         stored.pop(name)
     (tmp_path / "study.json").write_text(json.dumps({**old, "recipes": {"base": stored}}))
     r = StudyFile(config(tmp_path, **other)).recipe("base")
-    assert (r.dagger_perturb, r.arrival_windows, r.augment, r.dagger_check, r.minutes) == ("none", False, "none", DaggerConfig.check, None)
+    assert (r.dagger.perturb, r.bc.arrival_windows, r.bc.augment, r.dagger.check, r.bc.minutes) == ("none", False, "none", DaggerConfig.check, None)
     with_until = {**stored, "dagger_until": 880.0, "dagger_max_rounds": 4}
     (tmp_path / "study.json").write_text(json.dumps({**old, "recipes": {"base": with_until}}))
-    assert StudyFile(config(tmp_path, **other)).recipe("base").dagger_check == 0  # an old until judged by its rollouts
+    assert StudyFile(config(tmp_path, **other)).recipe("base").dagger.check == 0  # an old until judged by its rollouts
 
 
 def test_a_study_grows_but_keeps_what_its_runs_were_trained_with(tmp_path):

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from agents.training.recipe import Recipe
+
 from agents.training.dagger import DaggerConfig
 from agents.studies import recipe, store
 from agents.studies.config import StudyConfig
@@ -102,12 +104,13 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     """study.json stores every field of each variant's recipe: a default changed since (here: the
     stored shift is 1 where today's recipe gives 2) is refused by name, not mixed into new runs."""
     out, data = process_study
-    assert data["recipes"]["base"]["shift"] == 2 and data["recipes"]["base"]["dagger_beta"] is None  # overrides and defaults, all stored
+    assert data["recipes"]["base"]["bc"]["shift"] == 2 and data["recipes"]["base"]["dagger"]["beta"] is None  # overrides and defaults, all stored
     for head, beta in (("nac", 0.5), ("lstm", 0.3)):  # None: each head's DAgger beta by the recipe (agents.training.dagger.recipe_beta)
         assert json.loads((out / f"runs/base/{head}/seed0/dagger.json").read_text())["rounds"][0]["beta"] == beta
     moved = tmp_path / "moved"
     moved.mkdir()
-    old = {**data, "recipes": {"base": {**data["recipes"]["base"], "shift": 1}}}
+    base = data["recipes"]["base"]
+    old = {**data, "recipes": {"base": {**base, "bc": {**base["bc"], "shift": 1}}}}
     (moved / "study.json").write_text(json.dumps(old))
     with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with shift=1 \(asked: 2\): pass those values"):
         run_study(tiny(moved, workers=2), quiet=True)
@@ -116,29 +119,31 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     assert grown["recipes"] == old["recipes"]
     # a recipe stored before a field was added reads the value that means what it was trained with (agents.studies.recipe.ADDED_FIELDS):
     # DAgger rollouts without perturbation, where today's default is the run's own frame gaps
-    before = {**data, "recipes": {"base": {k: v for k, v in data["recipes"]["base"].items() if k != "dagger_perturb"}}}
+    # (a recipe stored so is flat: the recipe's flat names, as before it held its parts)
+    flat = Recipe.flatten(data["recipes"]["base"])
+    before = {**data, "recipes": {"base": {k: v for k, v in flat.items() if k != "dagger_perturb"}}}
     (moved / "study.json").write_text(json.dumps(before))
     with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with dagger_perturb='none' \(asked: 'auto'\): pass those values"):
         run_study(tiny(moved, workers=2), quiet=True)
     # DAgger's check (dagger_check) changed what dagger_until judges: a stored recipe without it that used until was judged by
     # its rollouts (0), one without until continues as it is
-    without = {k: v for k, v in data["recipes"]["base"].items() if k != "dagger_check"}
+    without = {k: v for k, v in flat.items() if k != "dagger_check"}
     (moved / "study.json").write_text(json.dumps({**data, "recipes": {"base": {**without, "dagger_until": 880.0, "dagger_max_rounds": 3}}}))
     with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with dagger_until=880.0 \(asked: 0.0\), dagger_check=0 \(asked: 16\), "
                        r"dagger_max_rounds=3 \(asked: 0\)"):
         run_study(tiny(moved, workers=2), quiet=True)
     (moved / "study.json").write_text(json.dumps({**data, "recipes": {"base": without}}))
-    assert store.StudyFile(tiny(moved, workers=2)).recipe("base").dagger_check == DaggerConfig.check
+    assert store.StudyFile(tiny(moved, workers=2)).recipe("base").dagger.check == DaggerConfig.check
     # a study written before recipes were stored gets them from its overrides on the defaults of that
     # time (agents.studies.recipe.LEGACY_RECIPE), not today's: regular frame gaps for every head, where today's recipe
     # gives each head its own (None), and DAgger's beta 0.5 where today's is each head's (None); continued with those values passed, and refused by name without
     older = {k: v for k, v in data.items() if k != "recipes"}
     (moved / "study.json").write_text(json.dumps(older))
-    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with dagger_beta=0.5 \(asked: None\), dagger_perturb='none' \(asked: 'auto'\), "
-                       r"stride_jitter=1 \(asked: None\), regular_share=0.0 \(asked: None\)"):
+    with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with stride_jitter=1 \(asked: None\), regular_share=0.0 \(asked: None\), "
+                       r"dagger_beta=0.5 \(asked: None\), dagger_perturb='none' \(asked: 'auto'\)"):
         run_study(tiny(moved, workers=2), quiet=True)
     regular = {**TINY, "stride_jitter": 1, "regular_share": 0.0, "dagger_beta": 0.5, "dagger_perturb": "none"}
-    assert run_study(tiny(moved, workers=2, variants={"base": regular}), quiet=True)["recipes"] == {"base": {**data["recipes"]["base"], **regular}}
+    assert run_study(tiny(moved, workers=2, variants={"base": regular}), quiet=True)["recipes"] == {"base": Recipe.from_flat({**flat, **regular}).to_dict()}
     (moved / "study.json").write_text(json.dumps(older))
     monkeypatch.setitem(recipe.LEGACY_RECIPE, "lr", 3e-4)
     with pytest.raises(ConfigError, match=r"variant 'base' .* was trained with lr=0.0003 \(asked: 0.0001\)"):
