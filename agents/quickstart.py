@@ -20,7 +20,9 @@ from agents.training.loop import CloningRecipe, TrainConfig
 from agents.training.collect import CollectConfig, collect
 from agents.carracing.env import EPISODE_STEPS
 from agents.carracing.seeds import CHECK_SEED, VALIDATION_SEED, track_range
-from agents.training.dagger import DaggerConfig, check_worst, dagger, rollout_returns, selected_weights
+from agents.training.dagger import dagger
+from agents.training.dagger_config import DaggerConfig
+from agents.training.rounds import check_worst, rollout_returns, selected_weights
 from agents.training.recipe import PRESETS, WHEEL_TARGET, Recipe, preset_recipe
 from agents.evaluation.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from agents.carracing.scenarios import CLEAN, check_scenario

@@ -74,16 +74,16 @@ class DrivingNetConfig(ConfigDict):
     wheel_target: bool = False  # discrete: two outputs, the front-wheel angle the expert plans a few steps ahead (squashed
     # by the policy into the joint's range) and the car's speed above the expert's target speed (in excess_scale units);
     # the policy brakes when the excess is above the expert's margin, else takes the action that brings its wheels
-    # nearest that angle (agents.carracing.env.wheel_action): what the pulses aim at, which a frame shows, rather than the pulses
+    # nearest that angle (agents.carracing.wheel.wheel_action): what the pulses aim at, which a frame shows, rather than the pulses
     excess_scale: float = 20.0  # wheel_target: u/s; the speed excess is learned clipped to +-this, in units of it (the sign and
     # the last u/s before braking are what matter: -80 at low speed on a straight says no more than -20)
     wheel_speed: str = field(default="excess", metadata={"choices": WHEEL_SPEEDS})  # wheel_target: what the second output is (WHEEL_SPEEDS): "excess", the car's speed above the
     # expert's target speed; "target", the expert's target speed itself, within target_speeds (a sigmoid between them), and
-    # the policy's excess is the speed the frame's speed bar shows (agents.carracing.env.frame_speed) above it: the network then need
+    # the policy's excess is the speed the frame's speed bar shows (agents.carracing.wheel.frame_speed) above it: the network then need
     # not read the bar, a few faint pixels, which networks trained on the excess misread (at a standstill they went on
     # braking: docs/studies/discrete-heads/README.md), and it cannot ask for more than the expert's top speed
     wheel_horizon: int = 1  # wheel_target: the steps the policy's decoder looks ahead when it chooses how to steer towards
-    # the angles asked (agents.carracing.env.WheelDecoder's horizon; 1: the nearest after this step)
+    # the angles asked (agents.carracing.wheel.WheelDecoder's horizon; 1: the nearest after this step)
     target_speeds: tuple[float, float] = (20.0, 75.0)  # wheel_speed "target": the least and most the expert's target speed
     # can be (u/s; the discrete track expert's min_speed and max_speed, agents.experts.track.TrackExpertConfig)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from agents.training.dagger import DaggerConfig, check_worst, selected_weights
+from agents.training.dagger_config import DaggerConfig
+from agents.training.rounds import check_worst, selected_weights
 from scripts.options import add_fields, field_values
 
 
@@ -27,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.training.dagger import dagger, rollout_returns
+    from agents.training.dagger import dagger
+    from agents.training.rounds import rollout_returns
 
     cfg = DaggerConfig(**field_values(args, args.fields))
     state = dagger(cfg, quiet=args.quiet)

@@ -20,7 +20,8 @@ import gymnasium as gym
 import numpy as np
 
 from agents.training.collect import SteeringDrift
-from agents.carracing.env import FAST_ID, car_state
+from agents.carracing.env import FAST_ID
+from agents.carracing.state import car_state
 from agents.experts.track import TrackFollowingExpert
 from agents.driving.rollout import SOLVED, run_episode, shares, summarize
 from agents.carracing.scenarios import CLEAN

@@ -12,7 +12,7 @@ a pixel wide on every side, only widened each polygon (the frames are closer to 
 it, and a third faster). The instrument strip is the only part drawn at the window's own resolution (1000 x 100
 pixels, with gymnasium's own rounding of its bars and the same cached score text) and
 smooth-scaled to the frame's last 12 rows exactly as gymnasium scales it, because policies read
-the speed bar (agents.carracing.env.frame_speed). Written here: gymnasium offers no other renderer, and no
+the speed bar (agents.carracing.wheel.frame_speed). Written here: gymnasium offers no other renderer, and no
 library draws CarRacing's scene.
 
 The frames are not bit-identical to gymnasium's (polygon edges are rasterised on a coarser grid);

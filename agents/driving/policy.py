@@ -15,7 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from agents.carracing.env import FPS, WHEEL_LIMIT, WheelDecoder, frame_speed
+from agents.carracing.env import FPS
+from agents.carracing.wheel import WHEEL_LIMIT, WheelDecoder, frame_speed
 from nac.driving import DrivingNet
 from nac.config import ConfigError
 from nac.checkpoint import load_checkpoint
@@ -73,15 +74,15 @@ class DrivingPolicy:
     action with the most credit and charges it 1 (error diffusion, a sigma-delta modulator).
     Argmax cannot reproduce an expert that pulses (steer 1 step in 3 is never the likeliest
     action); sampling can, with random runs; diffusion gives the same rates in regular pulses.
-    A wheel-angle network (DrivingNetConfig.wheel_target) is driven by "wheel" (agents.carracing.env.WheelDecoder):
-    the policy follows its front wheels from its own actions (agents.carracing.env.wheel_after, from straight at
+    A wheel-angle network (DrivingNetConfig.wheel_target) is driven by "wheel" (agents.carracing.wheel.WheelDecoder):
+    the policy follows its front wheels from its own actions (agents.carracing.wheel.wheel_after, from straight at
     reset) and takes the action that brings them nearest the angle the network asked for WHEEL_DELAY
     steps before (no action instead of gas where the speed excess it predicts is above 0), or brakes
     when the excess is above the expert's margin (it counts on every step being its own: a step
     that repeats its last action without asking, as dropped frames do in agents.carracing.perturb, turns the
     real wheels without its model). A network that learned the expert's target speed instead of
     the excess (DrivingNetConfig.wheel_speed "target") is driven on the speed the frame's speed bar
-    shows above it (agents.carracing.env.frame_speed).
+    shows above it (agents.carracing.wheel.frame_speed).
     By default (actions=None) each network gets its own (default_decoder).
     After each step `last` holds what the network produced (for overlays and analysis; of the last
     episode when several are driven together: reset_batch, select_actions).

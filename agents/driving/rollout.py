@@ -10,7 +10,8 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-from agents.carracing.env import EPISODE_STEPS, skipped_tiles, wheels_off_road
+from agents.carracing.env import EPISODE_STEPS
+from agents.carracing.measures import skipped_tiles, wheels_off_road
 from agents.driving.executor import ExecutorConfig, Task, make_executor
 from nac.config import ConfigDict, need
 
@@ -53,7 +54,7 @@ class EpisodeResult:
     length: int
     lap_finished: bool
     tiles_visited: float  # share of the track's tiles visited
-    tiles_skipped: int = 0  # tiles driven past without touching them (agents.carracing.env.skipped_tiles): one costs the lap
+    tiles_skipped: int = 0  # tiles driven past without touching them (agents.carracing.measures.skipped_tiles): one costs the lap
     wheels_off: float = 0.0  # share of steps with a wheel off the road (touching no tile)
 
     def to_dict(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ their common centre, each wheel's force computed as car_dynamics.Car.step comput
 brakes, wheel spin, grip limited by the road or the grass under the wheel) from the velocity of
 the point it sits on, summed into one force and one torque, and integrated as Box2D integrates
 (velocity first, then position, speed capped at Box2D's 2 units a step); the front-wheel joint
-turns at its motor's speed up to where it stops (agents.carracing.env.wheel_after). Over 40-step rollouts
+turns at its motor's speed up to where it stops (agents.carracing.wheel.wheel_after). Over 40-step rollouts
 from states of the expert's own episodes it stays within millimetres of Box2D's car
 (tests/agents/experts/test_car_model.py). The expert's rule (agents.experts.track.TrackFollowingExpert:
 pure pursuit on its line, its target speed, its steering pulses) is the same arithmetic here,
@@ -26,7 +26,8 @@ import numba
 import numpy as np
 from gymnasium.envs.box2d import car_dynamics as cd
 
-from agents.carracing.env import FPS, WHEEL_STOP
+from agents.carracing.env import FPS
+from agents.carracing.wheel import WHEEL_STOP
 
 DT = 1.0 / FPS
 MAX_STEP = 2.0  # Box2D's b2_maxTranslation: no body moves further in one step (100 u/s at 50 steps a second)

@@ -34,7 +34,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agents.carracing.env import BRAKE_EXCESS, PLAN_AHEAD, WHEEL_LIMIT
+from agents.carracing.state import BRAKE_EXCESS, PLAN_AHEAD
+from agents.carracing.wheel import WHEEL_LIMIT
 from agents.experts import car_model
 from nac.config import ConfigError
 

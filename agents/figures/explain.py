@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from agents.training.bc import CLASSES, action_classes
+from agents.training.labels import CLASSES, action_classes
 from agents.carracing.env import EPISODE_STEPS, make_env
 from agents.carracing.scenarios import CLEAN
 from agents.carracing.seeds import VALIDATION_SEED

@@ -21,7 +21,8 @@ import torch
 from matplotlib import colormaps
 from PIL import Image, ImageDraw, ImageFont
 
-from agents.carracing.env import ACTIONS, CONTINUOUS, EPISODE_STEPS, FPS, car_state, make_env
+from agents.carracing.env import ACTIONS, CONTINUOUS, EPISODE_STEPS, FPS, make_env
+from agents.carracing.state import car_state
 from agents.carracing.scenarios import CLEAN
 from agents.carracing.seeds import VALIDATION_SEED
 from agents.experts import EXPERTS, make_expert

@@ -13,7 +13,7 @@ from agents.driving.executor import storage_path
 from agents.driving.rollout import Rollouts
 from agents.training.recipe import UDACITY_FIELDS, Recipe
 from agents.training.bc import net_config
-from agents.training.dagger import FIRST_SEED
+from agents.training.dagger_config import FIRST_SEED
 from agents.training.udacity import TURN_SLOWDOWN
 from nac.config import ConfigError, need
 from nac.heads import HEADS

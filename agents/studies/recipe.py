@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agents.training.dagger import DaggerConfig
+from agents.training.dagger_config import DaggerConfig
 from agents.training.recipe import PRESETS, RENAMED, Recipe, preset_recipe
 from nac.config import need
 

@@ -1,41 +1,36 @@
-"""Behaviour cloning of the CarRacing driving network on windows of demonstration frames.
+"""Behaviour cloning of the CarRacing driving network on windows of demonstration frames: the recipe's frame gaps, the
+network's config, k-fold runs and the task the loop trains (CarRacingTask).
 
-Batches are made of chunks of consecutive labelled steps: their windows overlap, so each
-distinct frame is encoded once per batch (a chunk of 8 steps with windows of 8 frames needs 15
-frames, not 64). The loop itself (devices, budget, checkpoints, resume) is agents.training.loop's.
+Its parts live beside it: the batches (agents.training.batches: chunks of consecutive steps whose overlapping windows
+share their frames), what is learned and its loss (agents.training.labels), the closed-loop selection
+(agents.training.closed_loop). The loop itself (devices, budget, checkpoints, resume) is agents.training.loop's.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
-from tqdm import tqdm
 
 from agents.training.augment import augment
 from agents.carracing.seeds import SELECT_SEED
-from agents.carracing.env import STATE_FIELDS, WHEEL_LIMIT, WHEEL_RATE, make_env, wheel_action
-from agents.driving.policy import DrivingPolicy, resolve_device
-from agents.driving.rollout import run_episode
+from agents.driving.policy import resolve_device
 from agents.training.distributed import Dist, barrier, init_distributed, summed
 from agents.training.loop import TrainConfig, fit, prepare_run, to_device
-from datasets.demos import DataError, DemoSet, Episode, read_episode
+from datasets.demos import DataError
 from nac.checkpoint import write_json
-from datasets.windows import FrameStore, FrameWindows, arrival_back, jittered_back, kfold_by_episode, split_by_episode
+from datasets.windows import FrameWindows, arrival_back, jittered_back, kfold_by_episode, split_by_episode
 from nac.driving import DrivingNet, DrivingNetConfig
 from nac.config import ConfigError
 from nac.heads import HEADS
+from agents.training.labels import SAW, class_weights, labels, loss_classes, loss_terms, net_targets, turn_rates
+from agents.training.batches import Batches, Demos, chunk_of_frames, shifted
+from agents.training.closed_loop import closed_loop_return
 
-CLASSES = ("noop", "right", "left", "gas", "brake")  # what a step does, in either action space
-
-
-BRAKE_ON = 0.1  # a continuous brake above this counts as braking (the action classes and the brake gate)
 
 def frame_gaps(head: str, continuous: bool, stride_jitter: int | None = None, regular_share: float | None = None) -> dict[str, Any]:
     """The frame gaps of the training windows, the given ones where not None, else the recipe's: with continuous actions
@@ -52,252 +47,6 @@ def net_config(cfg: TrainConfig, action_space: str) -> DrivingNetConfig:
     return DrivingNetConfig.from_dict(
         {**cfg.net, "head": cfg.head, "window": cfg.window, "frame_stride": cfg.frame_stride, "action_space": action_space}
     )
-
-
-# ---------------------------------------------------------------------- data
-def action_classes(actions: np.ndarray | Tensor) -> np.ndarray | Tensor:
-    """(N,) class index into CLASSES of each action: the discrete action itself, or what a
-    continuous (steer, gas, brake) does most (brake over steering over gas). A numpy array gives
-    a numpy array; a tensor a tensor on its device (training's accuracy reads nothing back)."""
-    tensor = isinstance(actions, Tensor)
-    if actions.ndim == 1:
-        return actions.long() if tensor else actions.astype(np.int64)
-    where = torch.where if tensor else np.where
-    steer, gas, brake = actions[:, 0], actions[:, 1], actions[:, 2]
-    # CarRacing: negative steer turns left
-    cls = where(brake > BRAKE_ON, 4, where(steer > 0.1, 1, where(steer < -0.1, 2, where(gas > 0.1, 3, 0))))
-    return cls if tensor else cls.astype(np.int64)
-
-
-class Demos:
-    """Every episode of the given folders, keyed "folder:seed": where each one is and how long, read from the
-    manifests; the frames are read once, by `store`, straight into the one array a training split keeps."""
-
-    action_space: str
-    files: dict[str, tuple[Path, int]]  # key -> (episode file, steps)
-
-    @classmethod
-    def load(cls, folders: list[str], quiet: bool = False) -> "Demos":
-        sets = [DemoSet(f) for f in folders]
-        spaces = {s.manifest.get("action_space") for s in sets}
-        if len(spaces) != 1:
-            raise DataError(f"the demonstration folders mix action spaces ({', '.join(sorted(map(str, spaces)))}); train on one")
-        files: dict[str, tuple[Path, int]] = {}
-        for s in sets:
-            if not s.episodes:
-                raise DataError(f"{s.dir} holds no episodes yet; record some with 'nacdrive collect'")
-            for e in s.episodes:
-                files[f"{s.dir.name}:{e['seed']}"] = (s.dir / e["file"], int(e["length"]))
-        return cls(spaces.pop(), files, quiet)
-
-    def __init__(self, action_space: str, files: dict[str, tuple[Path, int]], quiet: bool = True) -> None:
-        self.action_space, self.files, self.quiet = action_space, files, quiet
-
-    def episode(self, key: str) -> Episode:
-        return read_episode(self.files[key][0])
-
-    def store(self, keys: list[str]) -> FrameStore:
-        read = (self.episode(k) for k in tqdm(keys, desc="loading episodes", unit="ep", leave=False, disable=self.quiet))
-        return FrameStore(read, [self.files[k][1] for k in keys])
-
-
-class Batches:
-    """Chunks of consecutive steps of a store, in an order fixed by (seed, epoch)."""
-
-    def __init__(self, windows: FrameWindows, chunk: int, batch_size: int, row_weights: np.ndarray | None,
-                 targets: dict[str, np.ndarray] | None = None) -> None:
-        s = windows.store
-        self.targets = targets or {}  # per-row targets beyond the actions (net_targets)
-        starts, lengths = [], []
-        for first, n in zip(s.starts, s.lengths):
-            st = np.arange(first, first + n, chunk)
-            starts.append(st)
-            lengths.append(np.minimum(chunk, first + n - st))
-        self.windows = windows
-        self.starts = np.concatenate(starts)
-        self.lengths = np.concatenate(lengths)
-        self.per_batch = max(1, batch_size // chunk)
-        # balanced sampling: a chunk is drawn in proportion to its rows' weights
-        self.p = None
-        if row_weights is not None:
-            w = np.add.reduceat(row_weights, self.starts)
-            self.p = w / w.sum()
-
-    def __len__(self) -> int:
-        return math.ceil(len(self.starts) / self.per_batch)
-
-    def order(self, seed: int, epoch: int) -> np.ndarray:
-        rng = np.random.default_rng([seed, epoch])
-        n = len(self.starts)
-        return rng.permutation(n) if self.p is None else rng.choice(n, size=n, p=self.p)
-
-    def rows(self, chunks: np.ndarray) -> np.ndarray:
-        return np.concatenate([np.arange(self.starts[c], self.starts[c] + self.lengths[c]) for c in chunks])
-
-    def batch(self, rows: np.ndarray, back: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """Distinct frames of the rows' windows, the index of each window into them, times, labels, on the host.
-        back: irregular windows (see datasets.windows.jittered_back)."""
-        s = self.windows.store
-        idx, _ = self.windows.indices(rows, back)  # (n, W) frame rows
-        uniq, inverse = np.unique(idx, return_inverse=True)
-        return {
-            "frames": s.frames[uniq],  # (U, H, W, 3)
-            "index": inverse.reshape(idx.shape),  # (n, W)
-            "timestamps": s.timestamps[idx].astype(np.float32),  # (n, W)
-            **labels(s, rows, self.targets),
-        }
-
-
-def labels(store: FrameStore, rows: np.ndarray, targets: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """What the loss compares the rows' outputs with: the expert's actions, their classes, and
-    the network's further targets (net_targets)."""
-    actions = store.actions[rows]  # (n,) or (n, 3)
-    return {"actions": actions, "classes": action_classes(actions), **{name: t[rows] for name, t in targets.items()}}
-
-
-PLAN = STATE_FIELDS.index("plan_wheel_angle")
-EXCESS = STATE_FIELDS.index("speed_excess")
-WHEEL = STATE_FIELDS.index("wheel_angle")
-SPEED = STATE_FIELDS.index("speed")
-SAW = STATE_FIELDS.index("policy_saw")
-
-
-def net_targets(net: DrivingNet, store: FrameStore) -> dict[str, np.ndarray]:
-    """Per-row targets, beyond the actions, of the network's outputs: the action rates (rate_window,
-    (N, A)); or the wheel angle the expert planned, the one the car had, the car's speed and its
-    speed above the expert's target speed, clipped to +-excess_scale in its units (wheel_target,
-    (N,) each)."""
-    if net.config.rate_window:
-        return {"rates": store.action_rates(net.config.rate_window, net.config.outputs)}
-    if not net.config.wheel_target:
-        return {}
-    cols = [store.state[:, c] if store.state.shape[1] > c else np.full(len(store), np.nan, np.float32) for c in (PLAN, EXCESS)]
-    missing = np.isnan(cols[0]) | np.isnan(cols[1])
-    if missing.any():
-        seed = store.seeds[int(store.episode_of[int(missing.argmax())])]
-        raise DataError(
-            f"a wheel-angle network learns the angle the expert plans and its speed above the expert's target, but "
-            f"{int(missing.sum())} of {len(store)} steps have none (first in the episode of seed {seed}): only the discrete "
-            "track expert records both (nacdrive collect --expert track --discrete), in demonstrations and DAgger "
-            "rollouts recorded since it does; record them again"
-        )
-    if net.config.wheel_speed == "target":
-        target = store.state[:, SPEED] - cols[1]  # the expert's target speed, from which it took the excess
-        lo, hi = net.config.target_speeds
-        if target.min() < lo - 1e-3 or target.max() > hi + 1e-3:
-            raise DataError(f"the expert's target speeds in these demonstrations span {target.min():.1f}..{target.max():.1f} u/s, "
-                            f"outside the network's target_speeds {lo:g}..{hi:g}: give net.target_speeds the expert's own bounds")
-    excess = np.clip(cols[1] / net.config.excess_scale, -1.0, 1.0).astype(np.float32)
-    return {"wheel_plan": cols[0], "wheel_now": store.state[:, WHEEL], "speed_now": store.state[:, SPEED], "speed_excess": excess}
-
-
-TURN_SPAN = 10  # steps either side over which turn_rates measures the planned angle's change
-
-
-def turn_rates(store: FrameStore) -> np.ndarray:
-    """(N,) how fast the expert's planned wheel angle turns at each step, in units of the wheel's top
-    rate (WHEEL_RATE): |plan(t + 10) - plan(t - 10)| / 20 steps, within an episode (cut short at its
-    ends). Over +-10 steps the plan's pulse-by-pulse steps of 0.06 rad average out: 0 on a straight
-    or a steady bend, about 0.35 where a left bend turns straight into a right one (0.66 rad in 30
-    steps), the top 0.3 % of the quick start's discrete demonstrations."""
-    plan = store.state[:, PLAN].astype(np.float64)
-    out = np.zeros(len(store), np.float32)
-    for first, n in zip(store.starts, store.lengths):
-        t = np.arange(n)
-        hi, lo = np.minimum(t + TURN_SPAN, n - 1), np.maximum(t - TURN_SPAN, 0)
-        p = plan[first : first + n]
-        out[first : first + n] = np.abs(p[hi] - p[lo]) / np.maximum(hi - lo, 1) / WHEEL_RATE
-    return out
-
-
-def chunk_of_frames(n_frames: int, idx: np.ndarray, chunk_of_row: np.ndarray) -> np.ndarray:
-    """(U,) the chunk of each of a batch's frames: that of the first window that uses it, so that a
-    window's frames take one chunk's random draws. idx (n, W) into the frames."""
-    first_row = np.full(n_frames, idx.shape[0])
-    np.minimum.at(first_row, idx.ravel(), np.repeat(np.arange(idx.shape[0]), idx.shape[1]))
-    return chunk_of_row[np.minimum(first_row, idx.shape[0] - 1)]
-
-
-def shifted(frames: Tensor, chunk: np.ndarray, pad: int, rng: np.random.Generator) -> Tensor:
-    """Random-shift augmentation (DrQ, Kostrikov et al. 2020; RAD, Laskin et al. 2020): each chunk of
-    consecutive steps is moved by (dy, dx) in -pad..pad with its edge pixels repeated (replicate
-    padding, then the crop back to size). frames (U, H, W, 3) uint8, chunk (U,) each one's chunk
-    (chunk_of_frames). Written here rather than taken from a library: torchvision's RandomCrop draws
-    one shift per call, not per group of frames, and would be one more dependency for eight lines."""
-    u, h, w = frames.shape[:3]
-    dy, dx = rng.integers(-pad, pad + 1, size=(2, int(chunk.max()) + 1))
-    ys = np.clip(np.arange(h)[None, :] + dy[chunk][:, None], 0, h - 1)  # (U, H)
-    xs = np.clip(np.arange(w)[None, :] + dx[chunk][:, None], 0, w - 1)  # (U, W)
-    frames_idx = torch.arange(u, device=frames.device)[:, None, None]
-    return frames[frames_idx, torch.from_numpy(ys).to(frames.device)[:, :, None], torch.from_numpy(xs).to(frames.device)[:, None, :]]
-
-
-def loss_classes(net: DrivingNetConfig, actions: np.ndarray) -> np.ndarray:
-    """(N,) the classes that --balance evens out: the action classes, or for a wheel-angle network
-    whether the expert brakes (0 / 1; its speed-excess error is weighted by them)."""
-    classes = action_classes(actions)
-    return (classes == 4).astype(np.int64) if net.wheel_target else classes
-
-
-def class_weights(classes: np.ndarray) -> np.ndarray:
-    """Inverse-frequency weights over CLASSES, normalized to a mean of 1 over the rows; classes
-    never seen get weight 0."""
-    counts = np.bincount(classes, minlength=len(CLASSES)).astype(np.float64)
-    w = np.where(counts > 0, counts.sum() / np.maximum(counts, 1) / max(1, (counts > 0).sum()), 0.0)
-    return w
-
-
-# ---------------------------------------------------------------------- loss and metrics
-def loss_terms(net: DrivingNet, raw: Tensor, batch: dict[str, Tensor], weights: Tensor | None, loss: str = "mse") -> tuple[Tensor, Tensor]:
-    """Per-row loss (n,) and per-row correct-class flag (n,). Continuous actions: squared error
-    ("mse", the conditional mean) or absolute error ("l1", the conditional median: an action that
-    is mostly 0 with rare pulses, as the expert's brake is, then stays 0 where the mean would be a
-    small constant brake)."""
-    if net.config.wheel_target:
-        # the planned angle (in units of the joint's range) and the speed excess (in units of excess_scale), both by
-        # squared error; a row is correct when the action decoded at the recorded wheel angle is the expert's (the
-        # row's own angle decoded: at drive time agents.carracing.env.WheelDecoder aims at the angle asked for WHEEL_DELAY steps
-        # before, which a row alone does not hold, so this accuracy is a diagnostic of the outputs, not of the driving)
-        labels = batch["actions"].long()
-        angle = WHEEL_LIMIT * torch.tanh(raw[:, 0].float())
-        label = batch["speed_excess"].float()
-        excess = net.config.speed_excess(raw[:, 1].float(), batch["speed_now"].float())  # u/s
-        if net.config.wheel_speed == "excess":
-            speed_se = (raw[:, 1].float() - label) ** 2
-        else:  # the excess the target implies at the recorded speed, its error censored as the label is clipped (at
-            # -1, far below the target, any excess below -1 is right): the excess's error where it decides, as "excess"
-            pred = excess / net.config.excess_scale
-            speed_se = torch.where(label <= -1.0, F.relu(pred + 1.0), torch.where(label >= 1.0, F.relu(1.0 - pred), pred - label)) ** 2
-        if weights is not None:  # balanced: weights over (no brake, brake), see loss_classes; the angle is not reweighted
-            speed_se = speed_se * weights[(labels == 4).long()]
-        angle_se = ((angle - batch["wheel_plan"].float()) / WHEEL_LIMIT) ** 2
-        if "angle_weight" in batch:  # train --turn-weight: where the plan turns fast (training only; validation is unweighted)
-            angle_se = angle_se * batch["angle_weight"]
-        per_row = angle_se + speed_se
-        return per_row, wheel_action(angle.detach(), excess.detach(), batch["wheel_now"]) == labels
-    if net.config.action_space == "discrete":
-        labels = batch["actions"].long()
-        # a network trained on action rates: cross-entropy against the rates (soft targets)
-        per_row = F.cross_entropy(raw.float(), batch.get("rates", labels), reduction="none")
-        correct = raw.argmax(-1) == labels
-    elif net.config.brake_gate:
-        # whether to brake: cross-entropy on (expert brake > BRAKE_ON); how hard: the error of the
-        # brake output on the rows where the expert brakes; steer and gas as without the gate
-        raw = raw.float()
-        target = batch["actions"].float()
-        on = (target[:, 2] > BRAKE_ON).float()
-        err = net.squash(raw, driven=False) - target
-        err = torch.cat([err[:, :2], err[:, 2:3] * on[:, None]], -1)
-        per_row = (err**2 if loss == "mse" else err.abs()).mean(-1) + F.binary_cross_entropy_with_logits(raw[:, 3], on, reduction="none")
-    else:
-        err = net.squash(raw.float(), driven=False) - batch["actions"].float()
-        per_row = (err**2 if loss == "mse" else err.abs()).mean(-1)
-    if net.config.action_space == "continuous":
-        pred = net.squash(raw.float())
-        correct = action_classes(pred.detach()) == batch["classes"]
-    if weights is not None:
-        per_row = per_row * weights[batch["classes"]]
-    return per_row, correct
 
 
 @torch.no_grad()
@@ -482,25 +231,6 @@ class CarRacingTask:
         if self.select_seeds:  # checkpoint choice by driving: val_return decides what "best" is
             m["val_return"] = closed_loop_return(self.net, self.select_seeds, self.select_steps, share, device)
         return m
-
-
-def closed_loop_return(net: DrivingNet, seeds: list[int], max_steps: int, share: Dist = Dist(),
-                       device: torch.device | None = None) -> float:
-    """Mean return of the network driving CarRacing on these seeds (one environment at a time: a few episodes per
-    validation need no worker pool); under torchrun each process drives every world-th seed and the returns are
-    added up (device: where the processes add them)."""
-    was_training = net.training
-    policy = DrivingPolicy(net)  # puts the net in eval mode
-    total = 0.0
-    for seed in seeds[share.rank :: share.world]:
-        policy.reset(seed)
-        env = make_env(net.config.action_space == "continuous", max_steps)
-        try:
-            total += run_episode(env, policy, seed).episode_return
-        finally:
-            env.close()
-    net.train(was_training)
-    return summed(share, [total], device or torch.device("cpu"))[0] / len(seeds)
 
 
 def _data_summary(demos: Demos, train_keys: list[str], val_keys: list[str]) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from agents.carracing.env import ACTIONS, CONTINUOUS, EPISODE_STEPS, FAST_ID, FPS, RENDERER, STATE_FIELDS, car_state, make_env
+from agents.carracing.env import ACTIONS, CONTINUOUS, EPISODE_STEPS, FAST_ID, FPS, RENDERER, make_env
+from agents.carracing.state import STATE_FIELDS, car_state
 from agents.experts import EXPERTS, check_expert, make_expert
 from agents.driving.executor import storage_path
 from agents.driving.rollout import EpisodeResult, Rollouts, parallel_map, run_episode

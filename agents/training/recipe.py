@@ -15,7 +15,7 @@ The shipped CarRacing policies (agents/pretrained/README.md) are `full` for thei
 
 A job's recipe is a preset plus overrides: `nacdrive quickstart --lr 1e-4`, a study's `--variant NAME:KEY=VALUE`
 (and `preset=NAME`). What depends on the head (DAgger's beta, the windows' frame gaps) is resolved where the run is
-trained, from the head and the action space (agents.training.dagger.recipe_beta, agents.training.bc.frame_gaps),
+trained, from the head and the action space (agents.training.dagger_config.recipe_beta, agents.training.bc.frame_gaps),
 unless the recipe gives it.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 from agents.carracing.env import EPISODE_STEPS
 from agents.training.bc import frame_gaps
 from agents.training.collect import DemosRecipe
-from agents.training.dagger import FIRST_SEED, DaggerConfig, DaggerRecipe
+from agents.training.dagger_config import FIRST_SEED, DaggerConfig, DaggerRecipe
 from agents.training.loop import DEFAULT_EPOCHS, CloningRecipe, TrainConfig
 from nac.config import ConfigDict, ConfigError, need
 

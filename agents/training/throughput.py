@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from agents.training import bc
+from agents.training import batches, bc
 from agents.training.distributed import Dist
 from agents.training.loop import LOG_EVERY, Stepper, TrainConfig, deterministic_kernels, prepared
 from agents.training.udacity import UdacityTask
@@ -64,7 +64,7 @@ def with_torch_dropout(net: torch.nn.Module) -> torch.nn.Module:
 def make_task(cfg: TrainConfig) -> Any:
     if cfg.task == "udacity":
         return UdacityTask(cfg, quiet=True)
-    demos = bc.Demos.load(cfg.data, quiet=True)
+    demos = batches.Demos.load(cfg.data, quiet=True)
     return bc.CarRacingTask(bc.resolve_config(cfg, demos, None), demos, resume=False)
 
 

@@ -124,7 +124,7 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
     assert "lstm: " in r.stdout and "best validation loss" in r.stdout
     r = _run("dagger", "--run", str(run), "--episodes", "1", "--epochs", "1", "--workers", "1", "--max-steps", "30", "--quiet")
     assert r.returncode == 0, r.stderr
-    assert "round 1: beta 0.50" in r.stdout  # a discrete run: the recipe's beta for it (agents.training.dagger.recipe_beta)
+    assert "round 1: beta 0.50" in r.stdout  # a discrete run: the recipe's beta for it (agents.training.dagger_config.recipe_beta)
     lb = tmp_path / "lb.json"
     r = _run("evaluate", str(run), "--episodes", "1", "--seed-start", "700", "--workers", "1", "--max-steps", "30", "--json", str(lb))
     assert r.returncode == 0, r.stderr
@@ -254,7 +254,7 @@ def test_the_discrete_quickstart_learns_the_wheel_angle_unless_told_otherwise():
     assert net(discrete_target="actions") == {"use_time": True}
     assert QuickstartConfig(discrete_target="wheel").train_config("d", "r").net == {"use_time": True}  # discrete only
     # DAgger's beta: the continuous quick start's 0.3 for every head (NAC's full recipe has 0.5), 0.5 for the discrete wheel
-    # recipe (agents.training.dagger.recipe_beta), and what the user says
+    # recipe (agents.training.dagger_config.recipe_beta), and what the user says
     assert QuickstartConfig().dagger_config("r").beta == 0.3 and QuickstartConfig(discrete=True).dagger_config("r").beta == 0.5
     assert QuickstartConfig(head="lstm").dagger_config("r").beta == 0.3
     assert QuickstartConfig(discrete=True, recipe={"dagger_beta": 0.2}).dagger_config("r").beta == 0.2

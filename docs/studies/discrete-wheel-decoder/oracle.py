@@ -1,7 +1,7 @@
 """The wheel decoder fed the planning expert's own outputs: how far the decoder alone falls short of the expert.
 
 The discrete track expert drives as usual (it plans from the car's state); the car executes instead the action
-agents.carracing.env.WheelDecoder takes from the expert's planned wheel angle and speed excess, as a perfect
+agents.carracing.wheel.WheelDecoder takes from the expert's planned wheel angle and speed excess, as a perfect
 wheel-angle network would give them. Run from the repository's root:
 
     python docs/studies/discrete-wheel-decoder/oracle.py 230 40 > oracle-230.json

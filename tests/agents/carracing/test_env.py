@@ -5,7 +5,10 @@ import numpy as np
 import pygame
 import pytest
 
-from agents.carracing.env import ENV_ID, FAST_ID, car_state, frame_speed, make_env, seeds_with_bend, sharpest_bend
+from agents.carracing.env import ENV_ID, FAST_ID, make_env
+from agents.carracing.measures import seeds_with_bend, sharpest_bend
+from agents.carracing.state import car_state
+from agents.carracing.wheel import frame_speed
 from agents.experts import make_expert
 from nac import ConfigError
 
@@ -101,7 +104,7 @@ def test_the_wheel_decoder_decodes_tensors_as_it_decodes_arrays():
     """Training decodes a batch's outputs on their device: the same actions as from numpy arrays, ties included."""
     import torch
 
-    from agents.carracing.env import wheel_action
+    from agents.carracing.wheel import wheel_action
 
     rng = np.random.default_rng(0)
     target, wheel, excess = rng.uniform(-0.5, 0.5, 5000), rng.uniform(-0.45, 0.45, 5000), rng.uniform(-6, 6, 5000)

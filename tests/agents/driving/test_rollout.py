@@ -3,7 +3,8 @@ stepped together are the episodes driven alone."""
 
 import numpy as np
 
-from agents.carracing.env import make_env, skipped_tiles
+from agents.carracing.env import make_env
+from agents.carracing.measures import skipped_tiles
 from agents.experts import make_expert
 from agents.driving.policy import DrivingPolicy
 from agents.driving.rollout import lost_to_skip, run_episode, run_episodes
@@ -67,7 +68,7 @@ class Veering:
 
 
 def test_the_off_road_limit_ends_an_episode_once_the_car_has_been_off_it_long_enough():
-    from agents.carracing.env import OffRoadLimit
+    from agents.carracing.measures import OffRoadLimit
 
     env = OffRoadLimit(make_env(continuous=True, pixels=False), 25)
     offs, ends = [], []

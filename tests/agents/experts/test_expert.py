@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from agents.carracing.env import BRAKE_EXCESS, PLAN_AHEAD, STEER_FIRST, WheelDecoder, make_env, wheel_action, wheel_after, wheel_steer
+from agents.carracing.env import make_env
+from agents.carracing.state import BRAKE_EXCESS, PLAN_AHEAD
+from agents.carracing.wheel import STEER_FIRST, WheelDecoder, wheel_action, wheel_after, wheel_steer
 from agents.experts import make_expert
 from agents.experts.track import ROAD_HALF_WIDTH, TrackExpertConfig, TrackFollowingExpert, racing_line
 from agents.driving.rollout import run_episode, summarize
@@ -137,7 +139,7 @@ def test_planning_config_is_checked():
 
 def test_the_experts_planned_wheel_angle_drives_as_its_pulses_do():
     """The label a wheel-angle network learns (the angle the planning expert's wheels reach 3
-    steps later) and the policy's decoder (agents.carracing.env.WheelDecoder, with the wheels followed by
+    steps later) and the policy's decoder (agents.carracing.wheel.WheelDecoder, with the wheels followed by
     wheel_after alone): fed the expert's plan, they drive its lap with other pulses than its own."""
     env = make_env(False, pixels=False)
     expert = TrackFollowingExpert(env)

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 from stable_baselines3 import PPO
 
 from agents.training.collect import CollectConfig
-from agents.training.dagger import DaggerConfig
+from agents.training.dagger_config import DaggerConfig
 from agents.carracing.env import make_env
 from agents.evaluation.expert_eval import ExpertEvalConfig
 from agents.experts import make_expert

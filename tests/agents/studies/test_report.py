@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from agents.studies.report import aggregates, build, laps_lost_by_track, probability_of_improvement, score_matrices, score_shares
+from agents.studies.report import build, laps_lost_by_track, score_matrices
+from agents.studies.aggregates import aggregates, probability_of_improvement, score_shares
 
 
 # ---------------------------------------------------------------------- the statistics

@@ -10,7 +10,7 @@ import pytest
 
 from agents.studies.config import StudyConfig
 from agents.studies.store import FORMAT, StudyFile
-from agents.training.dagger import DaggerConfig
+from agents.training.dagger_config import DaggerConfig
 from agents.training.recipe import Recipe
 from nac.config import ConfigError
 

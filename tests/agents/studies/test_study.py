@@ -16,7 +16,7 @@ import pytest
 
 from agents.training.recipe import Recipe
 
-from agents.training.dagger import DaggerConfig
+from agents.training.dagger_config import DaggerConfig
 from agents.studies import recipe, store
 from agents.studies.config import StudyConfig
 from agents.studies.recipe import parse_variant
@@ -105,7 +105,7 @@ def test_a_variant_keeps_the_recipe_it_was_trained_with(process_study, tmp_path,
     stored shift is 1 where today's recipe gives 2) is refused by name, not mixed into new runs."""
     out, data = process_study
     assert data["recipes"]["base"]["bc"]["shift"] == 2 and data["recipes"]["base"]["dagger"]["beta"] is None  # overrides and defaults, all stored
-    for head, beta in (("nac", 0.5), ("lstm", 0.3)):  # None: each head's DAgger beta by the recipe (agents.training.dagger.recipe_beta)
+    for head, beta in (("nac", 0.5), ("lstm", 0.3)):  # None: each head's DAgger beta by the recipe (agents.training.dagger_config.recipe_beta)
         assert json.loads((out / f"runs/base/{head}/seed0/dagger.json").read_text())["rounds"][0]["beta"] == beta
     moved = tmp_path / "moved"
     moved.mkdir()

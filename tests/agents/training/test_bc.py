@@ -13,8 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from agents.training import bc
-from agents.training.bc import Batches, action_classes, class_weights
+from agents.training import batches, bc, labels
+from agents.training.batches import Batches
+from agents.training.labels import action_classes, class_weights
 from agents.training.tasks import train
 from agents.training.loop import LOG_EVERY, TrainConfig
 from agents.driving.policy import DrivingPolicy, load_run
@@ -52,7 +53,7 @@ def test_training_lowers_the_loss(tiny_demos, tmp_path):
     run = tmp_path / "run"
     train(_cfg(tiny_demos, run, epochs=6, lr=3e-3), quiet=True)
     cfg = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["train"])
-    task = bc.CarRacingTask(cfg, bc.Demos.load(cfg.data), resume=False)  # the initial weights
+    task = bc.CarRacingTask(cfg, batches.Demos.load(cfg.data), resume=False)  # the initial weights
     before = bc.validate(task.net, task.train_windows, torch.device("cpu"))["val_loss"]
     after = bc.validate(load_run(run, "last"), task.train_windows, torch.device("cpu"))["val_loss"]
     assert after < 0.8 * before
@@ -99,7 +100,7 @@ def test_ema_keeps_and_validates_the_moving_average_of_the_weights(tiny_demos, t
     assert not all(torch.equal(last[k], tensors[f"model.{k}"]) for k in last)  # trained on: the raw weights
     net = load_run(run, "last")
     cfg = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["train"])
-    task = bc.CarRacingTask(cfg, bc.Demos.load(cfg.data), resume=False)
+    task = bc.CarRacingTask(cfg, batches.Demos.load(cfg.data), resume=False)
     assert bc.validate(net, task.val_windows, torch.device("cpu"))["val_loss"] == pytest.approx(m["history"][-1]["val_loss"], rel=1e-5)
     with pytest.raises(ConfigError, match="ema decay must be in"):
         _cfg(tiny_demos, run, ema=1.0)
@@ -216,8 +217,8 @@ def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=Path(__file__).parents[3])
     assert result.returncode == 0, result.stderr[-2000:]
     m = json.loads((out / "metrics.json").read_text())
-    single = len(Batches(FrameWindows(bc.Demos.load([tiny_demos]).store(
-        [k for k in bc.Demos.load([tiny_demos]).files if k not in json.loads((out / "config.json").read_text())["train"]["val_episodes"]]), 4), 4, 16, None))
+    single = len(Batches(FrameWindows(batches.Demos.load([tiny_demos]).store(
+        [k for k in batches.Demos.load([tiny_demos]).files if k not in json.loads((out / "config.json").read_text())["train"]["val_episodes"]]), 4), 4, 16, None))
     assert m["finished"] and m["steps"] == single // 2  # each process took half of the batches
 
 
@@ -236,7 +237,7 @@ def test_data_parallel_processes_end_with_the_same_weights(tiny_demos, tmp_path,
     assert len(ranks) == 2 and ranks[0]["digest"] == ranks[1]["digest"] and ranks[0]["validation"] == ranks[1]["validation"]
     run = out / "fold1" if folds > 1 else out
     saved = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["train"])
-    task = bc.CarRacingTask(saved, bc.Demos.load(saved.data), resume=False)
+    task = bc.CarRacingTask(saved, batches.Demos.load(saved.data), resume=False)
     task.net = load_run(run, "last")
     alone = task.validate(torch.device("cpu"))
     assert alone.keys() == ranks[0]["validation"].keys() and ("val_return" in alone) == bool(select)
@@ -247,7 +248,8 @@ def test_data_parallel_processes_end_with_the_same_weights(tiny_demos, tmp_path,
 
 
 def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, tmp_path):
-    from agents.training.bc import CarRacingTask, Demos
+    from agents.training.bc import CarRacingTask
+    from agents.training.batches import Demos
 
     cfg = _cfg(tiny_demos, tmp_path / "run", stride_jitter=3, regular_share=0.0, chunk=8, batch_size=8)
     demos = Demos.load(cfg.data)
@@ -262,7 +264,9 @@ def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, t
 
 
 def test_arrival_windows_train_the_steps_a_perturbed_policy_decided_on_with_the_gaps_it_saw(tiny_demos, tmp_path):
-    from agents.training.bc import SAW, CarRacingTask, Demos
+    from agents.training.bc import CarRacingTask
+    from agents.training.batches import Demos
+    from agents.training.labels import SAW
 
     def gap_windows(arrival: bool) -> tuple[int, int]:
         """(windows whose every gap is 3 steps, windows whose every gap is 1) over an epoch."""
@@ -295,7 +299,7 @@ def test_frame_gaps_left_to_the_recipe_are_the_heads_and_saved_in_the_run(tiny_d
     """train's default (None) is the recipe's frame gaps for the head and the data's action space
     (agents.training.bc.frame_gaps), written into the run's config; given values win; the default epochs
     are the recipe's 4 behaviour-cloning epochs for CarRacing."""
-    cont, disc = bc.Demos.load([tiny_demos_continuous]), bc.Demos.load([tiny_demos])
+    cont, disc = batches.Demos.load([tiny_demos_continuous]), batches.Demos.load([tiny_demos])
     for head, demos, want in (("nac", cont, (3, 0.5)), ("cfc", cont, (3, 0.5)), ("gru", cont, (1, 0.0)), ("nac", disc, (1, 0.0))):
         cfg = bc.resolve_config(_cfg("d", "r", head=head), demos, None)
         assert (cfg.stride_jitter, cfg.regular_share) == want, head
@@ -316,12 +320,12 @@ def test_a_network_trained_on_action_rates_learns_them_and_drives_by_diffusing_t
     raw = torch.tensor([[0.0, 0.0, 1.0, 2.0, 0.0], [3.0, 0.0, 0.0, 0.0, 0.0]])
     rates = torch.tensor([[0.0, 0.0, 0.4, 0.6, 0.0], [0.2, 0.0, 0.0, 0.8, 0.0]])
     batch = {"actions": torch.tensor([3, 3]), "classes": torch.tensor([3, 3]), "rates": rates}
-    per_row, correct = bc.loss_terms(net, raw, batch, None)
+    per_row, correct = labels.loss_terms(net, raw, batch, None)
     assert torch.allclose(per_row, -(rates * torch.log_softmax(raw, -1)).sum(-1)) and correct.tolist() == [True, False]
     # a run: its targets are the demonstrations' rates, unweighted, and its policy diffuses by default
     train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"rate_window": 3}), quiet=True)
     task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"rate_window": 3}, val_episodes=["demos:0"]),
-                            bc.Demos.load([tiny_demos]), False)
+                            batches.Demos.load([tiny_demos]), False)
     store = task.train_windows.store
     assert task.balance == "none" and np.allclose(task.batches.targets["rates"], store.action_rates(3, 5))
     assert not np.allclose(task.batches.targets["rates"], np.eye(5)[store.actions])  # the expert pulses: rates are not one-hot
@@ -332,7 +336,7 @@ def test_a_network_trained_on_action_rates_learns_them_and_drives_by_diffusing_t
 
 
 def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_it(tiny_demos, tiny_demos_continuous, tmp_path):
-    from agents.carracing.env import WheelDecoder, wheel_after
+    from agents.carracing.wheel import WheelDecoder, wheel_after
     from agents.evaluation.evaluate import describe_run
     from nac.driving import DrivingNet, DrivingNetConfig
 
@@ -345,24 +349,24 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
     batch = {"actions": torch.tensor([4, 2, 1]), "wheel_plan": torch.tensor([0.1, 0.2, 0.2]), "wheel_now": torch.zeros(3),
              "speed_now": torch.full((3,), 50.0), "speed_excess": torch.tensor([0.5, 0.0, -0.5])}
     batch["classes"] = batch["actions"]
-    per_row, correct = bc.loss_terms(net, raw, batch, None)
+    per_row, correct = labels.loss_terms(net, raw, batch, None)
     expected = torch.tensor([(0.1 / 0.4) ** 2 + 0.25**2, 0.1**2, 0.0])
     assert torch.allclose(per_row, expected, atol=1e-5)
     # 0.25 x 20 = 5 u/s above the target: brake; 2 u/s: no brake, and wheels at 0 asked for +0.2 (left): action 2, not 1
     assert correct.tolist() == [True, True, False]
     # balanced (--balance weights): only the excess's error is weighted, by whether the expert brakes
-    weighted, _ = bc.loss_terms(net, raw, batch, torch.tensor([0.5, 5.0]))
+    weighted, _ = labels.loss_terms(net, raw, batch, torch.tensor([0.5, 5.0]))
     assert torch.allclose(weighted, torch.tensor([(0.1 / 0.4) ** 2 + 5.0 * 0.25**2, 0.5 * 0.1**2, 0.0]), atol=1e-5)
     # a run: its targets are the recorded plans and wheel angles, unweighted; its policy steers its wheels
     train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"wheel_target": True}), quiet=True)
     task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True}, val_episodes=["demos:0"]),
-                            bc.Demos.load([tiny_demos]), False)
+                            batches.Demos.load([tiny_demos]), False)
     store = task.train_windows.store
     assert task.balance == "none"
     balanced = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "y", net={"wheel_target": True}, val_episodes=["demos:0"], balance="weights"),
-                                bc.Demos.load([tiny_demos]), False)
-    assert np.array_equal(balanced.class_weights, class_weights(bc.loss_classes(net.config, store.actions)))
-    brakes = bc.loss_classes(net.config, np.array([3, 3, 1, 4, 3, 2, 4, 3]))  # the classes balanced: braking or not
+                                batches.Demos.load([tiny_demos]), False)
+    assert np.array_equal(balanced.class_weights, class_weights(labels.loss_classes(net.config, store.actions)))
+    brakes = labels.loss_classes(net.config, np.array([3, 3, 1, 4, 3, 2, 4, 3]))  # the classes balanced: braking or not
     assert brakes.tolist() == [0, 0, 0, 1, 0, 0, 1, 0]
     w = class_weights(brakes)
     assert np.isclose(w[brakes].mean(), 1.0) and np.isclose(w[1] * 2, w[0] * 6)
@@ -373,15 +377,15 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
     assert excess.min() == -1.0 and (store.state[:, 3][excess > 0.15] > 0).all()  # slow starts: far below; braking: above
     # excess_scale: the excess in units of 5 u/s, clipped to +-5 (training and policy alike)
     narrow = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "z", net={"wheel_target": True, "excess_scale": 5.0}, val_episodes=["demos:0"]),
-                              bc.Demos.load([tiny_demos]), False)
+                              batches.Demos.load([tiny_demos]), False)
     assert np.allclose(narrow.batches.targets["speed_excess"], np.clip(store.state[:, 7] / 5.0, -1, 1))
     narrow_net = DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True, excess_scale=5.0))
-    assert bc.loss_terms(narrow_net, raw, batch, None)[1].tolist() == [False, True, False]  # 0.25 x 5 = 1.25 u/s: no brake
+    assert labels.loss_terms(narrow_net, raw, batch, None)[1].tolist() == [False, True, False]  # 0.25 x 5 = 1.25 u/s: no brake
     with pytest.raises(ConfigError, match="excess_scale must be > 0"):
         DrivingNetConfig(wheel_target=True, excess_scale=0.0)
     policy = DrivingPolicy.from_run(tmp_path / "run")
     assert policy.actions == "wheel" and describe_run(str(tmp_path / "run"), "best").decoder == "wheel"
-    frames = bc.Demos.load([tiny_demos]).episode("demos:1").frames
+    frames = batches.Demos.load([tiny_demos]).episode("demos:1").frames
     wheel = 0.0
     for f in frames[:20]:
         a = policy.select_action(f)
@@ -409,9 +413,9 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
         train(_cfg(tiny_demos_continuous, tmp_path / "cont", net={"wheel_target": True}), quiet=True)
     # demonstrations recorded before the plan (6 state columns) or the speed excess (7) were: a clear error, not NaN targets
     for columns in (6, 7):
-        old = dataclasses.replace(bc.Demos.load([tiny_demos]).episode("demos:2"), state=store.state[:48, :columns].copy())
+        old = dataclasses.replace(batches.Demos.load([tiny_demos]).episode("demos:2"), state=store.state[:48, :columns].copy())
         with pytest.raises(DataError, match="have none .first in the episode of seed 2.*record them again"):
-            bc.net_targets(net, FrameStore([bc.Demos.load([tiny_demos]).episode("demos:1"), old]))
+            labels.net_targets(net, FrameStore([batches.Demos.load([tiny_demos]).episode("demos:1"), old]))
 
 
 def test_turn_weight_weights_the_wheel_angle_error_where_the_plan_turns_fast(tiny_demos, tiny_demos_continuous, tmp_path):
@@ -422,8 +426,8 @@ def test_turn_weight_weights_the_wheel_angle_error_where_the_plan_turns_fast(tin
     plans = [np.r_[np.zeros(20), np.linspace(0.0, 0.24, 9)[1:], np.full(22, 0.24)], np.linspace(0.3, -0.3, 40)]
     eps = [Episode(seed=s, frames=np.zeros((len(p), 96, 96, 3), np.uint8), actions=np.zeros(len(p), np.int64), rewards=np.zeros(len(p), np.float32),
                    terminated=np.zeros(len(p), bool), truncated=np.zeros(len(p), bool), timestamps=np.arange(len(p)) / 50.0,
-                   state=np.pad(p[:, None], ((0, 0), (bc.PLAN, 1))).astype(np.float32)) for s, p in enumerate(plans)]
-    rates = bc.turn_rates(FrameStore(eps))
+                   state=np.pad(p[:, None], ((0, 0), (labels.PLAN, 1))).astype(np.float32)) for s, p in enumerate(plans)]
+    rates = labels.turn_rates(FrameStore(eps))
     first, second = rates[:50], rates[50:]
     assert np.allclose(first[:10], 0.0) and np.allclose(first[40:], 0.0)  # straight, then a steady bend
     assert np.isclose(first[24], 0.24 / 20 / 0.06)  # the whole 0.24 rad change within the +-10 steps
@@ -436,18 +440,18 @@ def test_turn_weight_weights_the_wheel_angle_error_where_the_plan_turns_fast(tin
     batch = {"actions": torch.tensor([4, 2]), "wheel_plan": torch.tensor([0.1, 0.3]), "wheel_now": torch.zeros(2),
              "speed_now": torch.full((2,), 50.0), "speed_excess": torch.tensor([0.5, 0.0])}
     batch["classes"] = batch["actions"]
-    plain, _ = bc.loss_terms(net, raw, batch, None)
-    weighted, _ = bc.loss_terms(net, raw, batch | {"angle_weight": torch.tensor([1.0, 3.0])}, None)
+    plain, _ = labels.loss_terms(net, raw, batch, None)
+    weighted, _ = labels.loss_terms(net, raw, batch | {"angle_weight": torch.tensor([1.0, 3.0])}, None)
     assert torch.allclose(weighted - plain, torch.tensor([0.0, 2 * (0.1 / 0.4) ** 2]), atol=1e-6)
     # a run's training rows carry 1 + W x the rate; validation is not weighted
     task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True}, val_episodes=["demos:0"], turn_weight=4.0),
-                            bc.Demos.load([tiny_demos]), False)
+                            batches.Demos.load([tiny_demos]), False)
     store = task.train_windows.store
-    assert np.allclose(task.batches.targets["angle_weight"], 1.0 + 4.0 * bc.turn_rates(store))
+    assert np.allclose(task.batches.targets["angle_weight"], 1.0 + 4.0 * labels.turn_rates(store))
     assert task.batches.targets["angle_weight"].max() > 1.0
-    assert "angle_weight" not in bc.net_targets(task.net, task.val_windows.store)
+    assert "angle_weight" not in labels.net_targets(task.net, task.val_windows.store)
     assert "angle_weight" not in bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "y", net={"wheel_target": True}, val_episodes=["demos:0"]),
-                                                  bc.Demos.load([tiny_demos]), False).batches.targets
+                                                  batches.Demos.load([tiny_demos]), False).batches.targets
     m = train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"wheel_target": True}, turn_weight=4.0), quiet=True)
     assert m["finished"] and json.loads((tmp_path / "run" / "config.json").read_text())["train"]["turn_weight"] == 4.0
     with pytest.raises(ConfigError, match="turn weight must be >= 0"):
@@ -457,7 +461,7 @@ def test_turn_weight_weights_the_wheel_angle_error_where_the_plan_turns_fast(tin
 
 
 def test_a_wheel_angle_network_can_learn_the_experts_target_speed_and_read_its_own_off_the_frame(tiny_demos, tmp_path):
-    from agents.carracing.env import frame_speed
+    from agents.carracing.wheel import frame_speed
     from nac.driving import DrivingNet, DrivingNetConfig
 
     # wheel_speed "target": the second output is the expert's target speed, a sigmoid between 20 and 75 u/s; the excess
@@ -472,20 +476,20 @@ def test_a_wheel_angle_network_can_learn_the_experts_target_speed_and_read_its_o
     raw = torch.tensor([[0.0, logit(40.0)], [0.0, logit(40.0)], [0.0, logit(70.0)], [0.0, logit(60.0)], [0.0, logit(70.0)]])
     batch = {"actions": torch.tensor([4, 3, 0, 3, 3]), "wheel_plan": torch.zeros(5), "wheel_now": torch.zeros(5),
              "speed_now": torch.tensor([45.0, 41.0, 71.0, 30.0, 30.0]), "speed_excess": torch.tensor([0.25, 0.0, 0.05, -1.0, -1.0])}
-    per_row, correct = bc.loss_terms(net, raw, batch, None)
+    per_row, correct = labels.loss_terms(net, raw, batch, None)
     # row 3: 30 - 60 = -30 u/s, beyond the clip like its label: no error; row 4: -40, likewise
     assert torch.allclose(per_row, torch.tensor([0.0, 0.05**2, 0.0, 0.0, 0.0]), atol=1e-5)
     batch["speed_excess"][3] = -0.5  # had the label been -10 u/s, the -30 would be 1 unit off
-    assert torch.isclose(bc.loss_terms(net, raw, batch, None)[0][3], torch.tensor(1.0), atol=1e-4)
+    assert torch.isclose(labels.loss_terms(net, raw, batch, None)[0][3], torch.tensor(1.0), atol=1e-4)
     # 45 - 40 = 5 u/s above: brake; 41 - 40 = 1: coast (no gas above the target), not gas; 71 - 70 = 1: coast
     assert correct.tolist()[:3] == [True, False, True]
     task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True, "wheel_speed": "target"},
-                                 val_episodes=["demos:0"]), bc.Demos.load([tiny_demos]), False)
+                                 val_episodes=["demos:0"]), batches.Demos.load([tiny_demos]), False)
     state = task.train_windows.store.state
     assert np.array_equal(task.batches.targets["speed_now"], state[:, 3])
     assert np.allclose(task.batches.targets["speed_excess"], np.clip(state[:, 7] / 20.0, -1, 1))  # the same label as "excess"
     with pytest.raises(DataError, match="outside the network's target_speeds 20..60"):
-        bc.net_targets(DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True, wheel_speed="target", target_speeds=(20, 60))),
+        labels.net_targets(DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True, wheel_speed="target", target_speeds=(20, 60))),
                        task.train_windows.store)
     train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"wheel_target": True, "wheel_speed": "target"}), quiet=True)
     policy = DrivingPolicy.from_run(tmp_path / "run")
@@ -493,7 +497,7 @@ def test_a_wheel_angle_network_can_learn_the_experts_target_speed_and_read_its_o
     outs, readout = [], policy.net.readout
     policy.net.readout = lambda h: outs.append(readout(h)) or outs[-1]  # the network's raw outputs, as the policy got them
     reads = []
-    for f in bc.Demos.load([tiny_demos]).episode("demos:1").frames[:40]:
+    for f in batches.Demos.load([tiny_demos]).episode("demos:1").frames[:40]:
         a = policy.select_action(f)
         reads.append(policy.last["speed_read"])
         assert reads[-1] == frame_speed(f)  # the speed the policy drives on is the bar's
@@ -517,8 +521,8 @@ def test_the_l1_loss_is_the_mean_absolute_error():
     batch = {"actions": target, "classes": torch.from_numpy(action_classes(target.numpy()))}
     raw = torch.zeros(3, 3)  # squashed: steer 0, gas 0.5, brake 0.5
     pred = net.squash(raw)
-    mse, _ = bc.loss_terms(net, raw, batch, None, "mse")
-    l1, _ = bc.loss_terms(net, raw, batch, None, "l1")
+    mse, _ = labels.loss_terms(net, raw, batch, None, "mse")
+    l1, _ = labels.loss_terms(net, raw, batch, None, "l1")
     assert torch.allclose(mse, ((pred - target) ** 2).mean(-1)) and torch.allclose(l1, (pred - target).abs().mean(-1))
     with pytest.raises(ConfigError, match="loss must be one of"):
         TrainConfig(data=["x"], out="y", loss="huber")
@@ -535,7 +539,7 @@ def test_the_brake_gate_brakes_only_where_its_logit_says():
     # the loss: cross-entropy of the gate against (brake > BRAKE_ON), the brake's error only where the expert brakes
     target = torch.tensor([[0.0, 0.5, 0.0], [0.0, 0.5, 0.8]])
     batch = {"actions": target, "classes": torch.from_numpy(action_classes(target.numpy()))}
-    per_row, _ = bc.loss_terms(net, raw, batch, None)
+    per_row, _ = labels.loss_terms(net, raw, batch, None)
     soft = torch.sigmoid(torch.tensor(2.0))
     bce = torch.nn.functional.binary_cross_entropy_with_logits(torch.tensor([-1.0, 1.0]), torch.tensor([0.0, 1.0]), reduction="none")
     expected = torch.stack([torch.tensor(0.0), (soft - 0.8) ** 2]) / 3 + bce
@@ -550,9 +554,9 @@ def test_random_shift_moves_a_chunks_frames_together_with_edges_repeated():
     # two chunks of two windows each (W = 3): frames 0..3 belong to chunk 0, frames 3..5 to chunk 1
     index = torch.tensor([[0, 1, 2], [1, 2, 3], [3, 4, 5], [4, 5, 5]])
     chunk_of_row = np.array([0, 0, 1, 1])
-    chunk = bc.chunk_of_frames(len(frames), index.numpy(), chunk_of_row)
+    chunk = batches.chunk_of_frames(len(frames), index.numpy(), chunk_of_row)
     assert chunk.tolist() == [0, 0, 0, 0, 1, 1]  # frame 3 is first used by chunk 0's second window
-    out = bc.shifted(frames, chunk, 3, np.random.default_rng(5))
+    out = batches.shifted(frames, chunk, 3, np.random.default_rng(5))
     dy, dx = np.random.default_rng(5).integers(-3, 4, size=(2, 2))
     assert out.shape == frames.shape and out.dtype == torch.uint8
     padded = np.pad(frames.numpy(), ((0, 0), (3, 3), (3, 3), (0, 0)), mode="edge")
@@ -560,12 +564,12 @@ def test_random_shift_moves_a_chunks_frames_together_with_edges_repeated():
         crop = padded[u, 3 + dy[c] : 3 + dy[c] + 12, 3 + dx[c] : 3 + dx[c] + 10]
         assert np.array_equal(out[u].numpy(), crop), u
     assert (dy != 0).any() or (dx != 0).any()  # the check above compared real shifts
-    assert torch.equal(bc.shifted(frames, chunk, 0, np.random.default_rng(5)), frames)
+    assert torch.equal(batches.shifted(frames, chunk, 0, np.random.default_rng(5)), frames)
 
 
 def test_training_with_shift_sees_shifted_frames_and_keeps_its_labels(tmp_path, tiny_demos_continuous):
     cfg = TrainConfig(data=[tiny_demos_continuous], out=str(tmp_path / "r"), head="gru", window=2, epochs=1, shift=4, seed=3)
-    demos = bc.Demos.load(cfg.data)
+    demos = batches.Demos.load(cfg.data)
     cfg = bc.resolve_config(cfg, demos, None)
     task = bc.CarRacingTask(cfg, demos, resume=False)
     plain = bc.CarRacingTask(dataclasses.replace(cfg, shift=0), demos, resume=False)
@@ -581,7 +585,7 @@ def test_training_with_shift_sees_shifted_frames_and_keeps_its_labels(tmp_path, 
 
 
 def test_closed_loop_selection_keeps_the_weights_that_drove_best(tmp_path, tiny_demos_continuous):
-    from agents.training.bc import closed_loop_return
+    from agents.training.closed_loop import closed_loop_return
     from agents.evaluation.evaluate import describe_run
 
     out = tmp_path / "sel"
@@ -604,7 +608,7 @@ def test_batches_made_ahead_are_the_batches_made_when_asked(tiny_demos_continuou
 
     cfg = TrainConfig(data=[tiny_demos_continuous], out=str(tmp_path / "r"), head="nac", window=4, epochs=1, seed=2,
                       shift=2, augment="overlay", batch_size=8, chunk=4)
-    demos = bc.Demos.load(cfg.data)
+    demos = batches.Demos.load(cfg.data)
     cfg = bc.resolve_config(cfg, demos, None)
     assert cfg.stride_jitter == 3  # NAC's continuous recipe: the frame-gap mix, drawn per batch
     n = bc.CarRacingTask(cfg, demos, resume=False).batches_per_epoch()

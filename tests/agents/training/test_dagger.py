@@ -10,10 +10,15 @@ from safetensors.torch import load_file
 
 from agents.training.tasks import train
 from agents.training.loop import TrainConfig
-from agents.carracing.env import STATE_FIELDS, make_env, sharpest_bend
+from agents.carracing.env import make_env
+from agents.carracing.measures import sharpest_bend
+from agents.carracing.state import STATE_FIELDS
 from agents.carracing.seeds import CHECK_SEED
-from agents.training.dagger import (LOST_TILES, DaggerConfig, MixedDriver, clean_mean_return, dagger, more_rounds, rollout_perturbation, rollout_returns, round_seeds,
-                                    selected_weights, wants_check)
+from agents.training.dagger import dagger
+from agents.training.dagger_config import DaggerConfig
+from agents.training.rounds import (LOST_TILES, clean_mean_return, more_rounds, rollout_perturbation, rollout_returns, round_seeds, selected_weights,
+                                    wants_check)
+from agents.training.mixing import MixedDriver
 from agents.training import dagger as dagger_module
 from agents.driving.policy import DrivingPolicy
 from datasets.demos import DemoSet
@@ -62,11 +67,11 @@ def _car(speed):
 
 
 def test_the_takeover_gate_lets_the_expert_drive_while_the_car_is_too_fast_off_the_road_or_stalled_and_a_hold_after(monkeypatch):
-    from agents.training import dagger as dagger_module
+    from agents.training import mixing
 
     off_road = {"wheels": 0}
-    monkeypatch.setattr(dagger_module, "wheels_off_road", lambda env: off_road["wheels"])
-    hold, after = dagger_module.TAKEOVER_HOLD, dagger_module.STALL_AFTER
+    monkeypatch.setattr(mixing, "wheels_off_road", lambda env: off_road["wheels"])
+    hold, after = mixing.TAKEOVER_HOLD, mixing.STALL_AFTER
     # too fast on steps 5..6, a wheel off the road on step 30, stalled from step 90: the expert drives then and `hold` steps after each
     excess = [0.0] * 5 + [20.0, 20.0] + [0.0] * 93
     policy, expert, env = _Fixed(1), _Speeding(3, excess), _car(30.0)
@@ -323,7 +328,10 @@ def test_with_select_check_the_run_leaves_the_rounds_weights_that_drove_the_chec
         driven.append(k)
         return {"seeds": [CHECK_SEED], "returns": [means[k]], "tiles": [1.0], "mean_return": means[k], "finished_share": 1.0}
 
-    monkeypatch.setattr(dagger_module, "check_weights", check)
+    from agents.training import rounds
+
+    for module in (dagger_module, rounds):  # the loop checks each round's weights, the selection behaviour cloning's
+        monkeypatch.setattr(module, "check_weights", check)
     cfg = DaggerConfig(run=str(run), rounds=2, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none", select="check", check=1)
     state = dagger(cfg, quiet=True)
     assert sorted(driven) == [0, 1, 2] and state["selected"] == 1 and same(best(), kept(1)) and not same(kept(1), kept(2))
@@ -417,7 +425,7 @@ def test_dagger_needs_a_training_run(tmp_path):
 
 
 def test_a_checks_summary_names_its_worst_episode_and_least_tiles():
-    from agents.training.dagger import check_worst
+    from agents.training.rounds import check_worst
     assert check_worst({"returns": [915.0, 711.4], "tiles": [1.0, 0.811]}) == "worst 711.4, least tiles 81%"
     assert check_worst({"returns": [915.0, 864.7]}) == "worst 864.7"  # a check kept before tiles were: its returns alone
 

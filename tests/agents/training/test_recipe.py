@@ -8,7 +8,7 @@ from dataclasses import fields
 import pytest
 
 from agents.training.collect import CollectConfig, DemosRecipe
-from agents.training.dagger import DaggerConfig, DaggerRecipe
+from agents.training.dagger_config import DaggerConfig, DaggerRecipe
 from agents.training.loop import CloningRecipe, TrainConfig
 from agents.training.recipe import PRESETS, Recipe, check_preset, preset_recipe
 from nac.config import ConfigError

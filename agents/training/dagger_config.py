@@ -1,0 +1,108 @@
+"""The DAgger config: the recipe's part (DaggerRecipe: rounds, their rollouts and training) and a DAgger run's
+(DaggerConfig: the run, the expert, where its rollouts drive), with the recipe's beta for a head."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agents.carracing.seeds import DAGGER_SEED
+from agents.experts import EXPERTS, check_expert
+from agents.driving.executor import storage_path
+from agents.carracing import perturb as perturbations
+from agents.driving.rollout import Rollouts
+from nac.config import ConfigDict, ConfigError, need
+
+
+FIRST_SEED = DAGGER_SEED  # DAgger rollouts use seeds from here on (agents.carracing.seeds)
+SELECTS = ("last", "check")  # DaggerConfig.select
+
+
+@dataclass
+class DaggerRecipe(ConfigDict):
+    """How the DAgger rounds after behaviour cloning go: the recipe's part of a DAgger run (agents.training.recipe.Recipe holds
+    one; DaggerConfig is one, with the run, the expert and where the rollouts drive)."""
+
+    WHAT = "DAgger fields"
+
+    rounds: int = 2  # rounds of rollouts and training (the recipe's two)
+    until: float = 0.0  # > 0: after `rounds`, one more round while the last round falls short, up to max_rounds in all: its clean
+    # rollouts' mean return below this, or its trained weights, driving `check` episodes alone, below it or losing a track
+    # (reaching fewer than 95 % of its tiles). The extra rounds go only to a run that needs them; 0: exactly `rounds`
+    check: int = 16  # with until: the episodes each round's trained weights drive alone (check seeds, the same every round, apart
+    # from evaluation's). Failures are rare, so each episode is judged, not only the mean; 0: judge the round's own clean rollouts
+    max_rounds: int = 0  # with until: the most rounds in all (more than rounds)
+    episodes: int = 10  # policy rollouts per round
+    beta: float | None = None  # round r executes the expert's action with probability beta ** r (0: the policy drives alone).
+    # Default: the recipe's for the run's head and action space, 0.5 for NAC and discrete runs, 0.3 for the other heads (recipe_beta)
+    epochs: int = 2  # training epochs added per round
+    average: int = 1  # > 1: the weights the run leaves (which an evaluation drives) are the mean of its last K rounds' own best
+    # weights, from round 2 on (stochastic weight averaging, Izmailov et al. 2018); each round's rollouts and check are driven
+    # by its own weights, kept in RUN/rounds/. 1: the last round's own
+    select: str = field(default="last", metadata={"choices": SELECTS})  # the weights the run leaves: last, the last round's own
+    # (or their mean, with average); check, the round's own (behaviour cloning's, round 0, included) that drove the `check`
+    # episodes best, each round's weights checked once after the last round (a later round wins a tie): DAgger's last round
+    # can train weights that drive worse than the round before (docs/studies/generalization, "The runs that lost clean laps")
+    minutes: float | None = None  # also stop a round's training after this many minutes
+    bend: float = 0.0  # > 0: the rollouts drive only tracks with a bend of at least this many degrees within 12 segments
+    # (agents.carracing.measures.sharpest_bend; 150: hairpins, about one track in six), the next `episodes` of them from seed_start
+    # on each round: the policy's own states where it loses tracks, labelled. 0: every track
+    off_road_steps: int = 0  # > 0: a rollout ends once all four wheels have been off the road this many steps in a row: the
+    # expert's labels for the way back are kept, the frames of a car lost on the grass are not (0: never)
+    takeover: float = 0.0  # > 0: the expert also drives while the car is more than this many u/s over the track expert's target
+    # speed, has a wheel off the road or has stalled (and 10 steps after), so that with beta 0 the policy drives until it errs
+    # and the rollouts record the expert's way out (SafeDAgger-style); 0: no takeover
+    perturb: str = "auto"  # the policy drives the rollouts on odd seeds (half of each round's) under this perturbation, as
+    # 'evaluate --perturb' takes it (jitter=3: frames arrive 1..3 steps apart); the expert labels every frame, so the data shows
+    # the way back from where late or missing frames lead the policy. none: never; auto: the run's own frame gaps, jitter=J for a
+    # run trained on gaps of 1..J, none for regular windows
+
+    def __post_init__(self) -> None:
+        need(self.rounds >= 0, f"rounds must be >= 0 (0: behaviour cloning alone; got {self.rounds})")
+        need(self.until >= 0, f"until must be >= 0 (a return; 0: no extra rounds; got {self.until})")
+        need(not self.until or self.max_rounds > self.rounds,
+             f"with until, max-rounds (the most rounds in all) must be more than rounds ({self.rounds}; "
+             + (f"got {self.max_rounds})" if self.max_rounds else "none given)"))
+        need(self.check >= 0, f"check must be >= 0 (episodes; 0: judge the rollouts; got {self.check})")
+        need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
+        need(0.0 <= self.bend < 180.0, f"bend must be in [0, 180) degrees (0: every track; got {self.bend})")
+        need(self.beta is None or 0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
+        need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
+        need(self.average >= 1, f"average must be >= 1 (rounds; 1: a round's own weights; got {self.average})")
+        need(self.select in SELECTS, f"select must be one of {', '.join(SELECTS)} (got {self.select!r})")
+        need(self.select != "check" or (self.check >= 1 and self.average == 1),
+             f"select check needs check >= 1 episodes and average 1 (got check {self.check}, average {self.average})")
+        need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
+        need(self.off_road_steps >= 0, f"off-road steps must be >= 0 (got {self.off_road_steps})")
+        need(self.takeover >= 0, f"takeover must be >= 0 u/s (got {self.takeover}; 0 turns the gate off)")
+        if self.perturb not in ("auto", perturbations.CLEAN):
+            try:
+                perturbations.parse(self.perturb)
+            except ConfigError as e:
+                raise ConfigError(f"{e}; or auto (the run's own frame gaps)") from None
+
+
+@dataclass(kw_only=True)
+class DaggerConfig(DaggerRecipe, Rollouts):
+    """DAgger rounds on a trained run (`nacdrive dagger`): a DAgger recipe (DaggerRecipe's fields) for this run, labelled by
+    this expert, its rollouts driven as Rollouts says."""
+
+    run: str  # a run folder from 'nacdrive train'
+    expert: str = field(default="track", metadata={"choices": EXPERTS})  # who labels the visited frames
+    seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i in round r
+
+    def __post_init__(self) -> None:
+        DaggerRecipe.__post_init__(self)
+        Rollouts.__post_init__(self)
+        self.run = storage_path(self.run, self.ray)
+        check_expert(self.expert)  # the name, and for ppo a shipped model, before any rollout
+        need(self.rounds >= 1, f"rounds must be >= 1 (got {self.rounds})")
+
+
+def recipe_beta(head: str, continuous: bool) -> float:
+    """DAgger's beta by the recipe, for a run whose recipe gives none (the presets of agents.training.recipe give their own).
+
+    0.3 for continuous runs of the baselines: at 0.5 the attention heads crashed in some runs (docs/studies/mha-rope/,
+    'MHA with positions'). 0.5 for the NAC family (so that its ablations share the recipe): at 0.3 its runs lost laps with
+    dropped or irregular frames (docs/studies/mha-rope/, 'Perturbed DAgger rollouts'). 0.5 for discrete runs, whose wheel
+    recipe drove worse at 0.3 (docs/studies/discrete-brake-weights/)."""
+    return 0.5 if not continuous or head.startswith("nac") else 0.3
