@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.training.tasks import train
+from agents.training.trainers import train
 from agents.training.loop import CloningRecipe, TrainConfig
 from agents.training.collect import CollectConfig, collect
 from agents.carracing.env import EPISODE_STEPS

@@ -140,7 +140,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_bridge(args: argparse.Namespace) -> int:
     from scripts.args import UserError
-    from sim_bridge.bench import bench_bridge
+    from sim_bridge.round_trips import bench_bridge
 
     if not args.run:
         raise UserError("bench bridge needs --run RUN (a 'nacdrive train --task udacity' run)")

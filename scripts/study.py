@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from agents.carracing.seeds import TEST_SEED
-from agents.studies.config import StudyConfig
+from agents.studies.grid import StudyConfig
 from agents.studies.stats import FEW_RUNS
 from agents.training.recipe import PRESETS, Recipe
 from scripts.args import add_scenario_flag, positive_int
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.out is None:
         raise UserError("give --out DIR for a study to run (or --report DIR to rebuild a report)")
-    from agents.studies.config import CLEAN
+    from agents.studies.grid import CLEAN
     from agents.studies.recipe import parse_variant
     from agents.studies.study import run_study
     from agents.studies.report import build
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = StudyConfig(**field_values(args, args.fields), variants=variants, levels=[CLEAN, *args.scenario, *args.perturb])
     kind = None
     if cfg.task == "udacity":
-        from sim_bridge.study import UDACITY as kind
+        from sim_bridge.udacity_runs import UDACITY as kind
     run_study(cfg, kind=kind)
     build(args.out, reps=args.reps)
     print((Path(args.out) / "report" / "report.md").read_text())

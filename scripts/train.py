@@ -77,7 +77,7 @@ def discrete_note(cfg: TrainConfig) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agents.training.tasks import train
+    from agents.training.trainers import train
 
     cfg = train_config(args)
     note = None if args.resume else discrete_note(cfg)

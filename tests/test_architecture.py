@@ -154,3 +154,36 @@ def _write(tmp_path: Path, text: str) -> Path:
     p = tmp_path / "x.py"
     p.write_text(text)
     return p
+
+
+# Source modules whose tests live in another module's test file: where, and what in that file shows it (an import of
+# the module, or the command that runs it). The commands (scripts/) are tested in tests/scripts/.
+TESTED_ELSEWHERE = {
+    "agents.experts.ppo_expert": ("tests/agents/experts/test_ppo.py", "make_expert"),  # the PPO expert is PPO's policy, driven
+    "agents.figures.saliency": ("tests/agents/figures/test_video.py", "agents.figures.saliency"),  # the saliency a video overlays
+    "agents.quickstart": ("tests/scripts/test_cli.py", '"quickstart"'),  # nacdrive quickstart end to end, both action spaces
+    "agents.training.dagger_config": ("tests/agents/training/test_dagger.py", "agents.training.dagger_config"),  # its checks
+    "agents.training.distributed": ("tests/agents/training/test_bc.py", "torchrun"),  # two gloo processes under torchrun
+    "agents.training.throughput": ("tests/scripts/test_cli.py", '"bench", "train"'),  # nacdrive bench train, end to end
+    "agents.training.trainers": ("tests/agents/training/test_bc.py", "agents.training.trainers"),  # train(), every test's entry
+    "sim_bridge.config": ("tests/sim_bridge/test_carracing_sim.py", "sim_bridge.config"),  # the stand-in's options and checks
+    "sim_bridge.standin": ("tests/sim_bridge/test_server.py", "sim_bridge.standin"),  # the Unity-like client of every bridge test
+}
+
+
+def test_every_source_module_has_a_test_module():
+    """agents/x/y.py is tested in tests/agents/x/test_y.py, or TESTED_ELSEWHERE names where (and that file shows it)."""
+    missing = []
+    for name, path in our_modules().items():
+        if path.name == "__init__.py" or name.startswith("scripts."):
+            continue
+        own = ROOT / "tests" / path.relative_to(ROOT).parent / f"test_{path.name}"
+        if own.is_file():
+            assert name not in TESTED_ELSEWHERE, f"{name} has {own.relative_to(ROOT)}: drop it from TESTED_ELSEWHERE"
+            continue
+        if name not in TESTED_ELSEWHERE:
+            missing.append(name)
+            continue
+        where, evidence = TESTED_ELSEWHERE[name]
+        assert evidence in (ROOT / where).read_text(), f"{where} is named as {name}'s tests but shows no {evidence}"
+    assert not missing, f"source modules without a test module (tests/<package>/test_<module>.py) or an entry in TESTED_ELSEWHERE: {missing}"

@@ -40,7 +40,9 @@ def default_workers() -> int:
 
 
 @dataclass
-class Task:
+class WorkItem:
+    """One unit of parallel work: fn(arg) on some worker, its result returned under key."""
+
     key: Hashable  # how the caller recognises the result
     fn: Callable[[Any], Any]
     arg: Any
@@ -68,7 +70,7 @@ class Executor:
 
     capacity: int = 1  # tasks that run at once; a caller that schedules its own queue keeps this many submitted
 
-    def submit(self, task: Task) -> None:
+    def submit(self, task: WorkItem) -> None:
         raise NotImplementedError
 
     def pending(self) -> int:
@@ -101,9 +103,9 @@ class InlineExecutor(Executor):
     """One task at a time in this process, in submission order."""
 
     def __init__(self) -> None:
-        self.queue: list[Task] = []
+        self.queue: list[WorkItem] = []
 
-    def submit(self, task: Task) -> None:
+    def submit(self, task: WorkItem) -> None:
         self.queue.append(task)
 
     def pending(self) -> int:
@@ -123,9 +125,9 @@ class ProcessExecutor(Executor):
     def __init__(self, workers: int, retries: int) -> None:
         self.workers, self.retries, self.capacity = workers, retries, workers
         self.pool = ProcessPoolExecutor(max_workers=workers)
-        self.running: dict[Future, Task] = {}
+        self.running: dict[Future, WorkItem] = {}
 
-    def submit(self, task: Task) -> None:
+    def submit(self, task: WorkItem) -> None:
         self.running[self.pool.submit(task.fn, task.arg)] = task
 
     def pending(self) -> int:
@@ -141,7 +143,7 @@ class ProcessExecutor(Executor):
             except BrokenProcessPool:
                 self._rebuild(task)
 
-    def _rebuild(self, first: Task) -> None:
+    def _rebuild(self, first: WorkItem) -> None:
         """A worker died: every unfinished future of this pool is broken. Rerun them on a new pool."""
         lost = [first, *self.running.values()]
         self.running.clear()
@@ -181,10 +183,10 @@ class RayExecutor(Executor):
                 raise ConfigError(f"cannot reach the Ray cluster at {address!r} ({exc}); start one with 'ray start --head' "
                                   "and give its address, or --ray alone for a local instance") from None
         self.retries = retries
-        self.running: dict[Any, Task] = {}
+        self.running: dict[Any, WorkItem] = {}
         self._call = ray.remote(_call)  # one remote function for every task: fn may be a partial, which ray.remote refuses
 
-    def submit(self, task: Task) -> None:
+    def submit(self, task: WorkItem) -> None:
         ref = self._call.options(num_cpus=task.cpus, num_gpus=task.gpus, max_retries=self.retries).remote(task.fn, task.arg)
         self.running[ref] = task
 

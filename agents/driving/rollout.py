@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from agents.carracing.env import EPISODE_STEPS
 from agents.carracing.measures import skipped_tiles, wheels_off_road
-from agents.driving.executor import ExecutorConfig, Task, make_executor
+from agents.driving.executor import ExecutorConfig, WorkItem, make_executor
 from nac.config import ConfigDict, need
 
 SOLVED = 900.0  # CarRacing counts an average of 900 as solved
@@ -209,7 +209,7 @@ def parallel_map(
     try:
         with ex:
             for i, item in enumerate(items):
-                ex.submit(Task(i, fn, item))
+                ex.submit(WorkItem(i, fn, item))
             for i, result in ex.results():
                 done.append(result)
                 if on_result is not None:

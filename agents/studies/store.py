@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from agents.studies.config import StudyConfig
+from agents.studies.grid import StudyConfig
 from agents.studies.recipe import LEGACY_RECIPE, stored_recipe
 from agents.training.recipe import Recipe
 from nac.checkpoint import write_json

@@ -33,14 +33,14 @@ from agents.training.collect import CollectConfig, collect
 from agents.training.dagger import dagger
 from agents.carracing.env import RENDERER
 from agents.evaluation.evaluate import DriveJob, EvaluateConfig, describe_run, drive
-from agents.driving.executor import RayExecutor, Task, make_executor
+from agents.driving.executor import RayExecutor, WorkItem, make_executor
 from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.driving.rollout import EpisodeResult
-from agents.studies.config import CLEAN, StudyConfig
+from agents.studies.grid import CLEAN, StudyConfig
 from agents.studies.progress import Progress
 from agents.training.recipe import Recipe
 from agents.studies.store import EXPERT, StudyFile
-from agents.training.tasks import train
+from agents.training.trainers import train
 from agents.training.loop import TrainConfig
 from datasets.demos import DemoSet
 from nac.config import ConfigError, TrainingDiverged, need
@@ -169,10 +169,10 @@ CARRACING = StudyKind(
 
 def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = None) -> dict[str, Any]:
     """Run (or continue) the study; returns study.json's content. Ctrl-C keeps everything finished.
-    kind: CARRACING by default; a udacity study passes sim_bridge.study.UDACITY (agents cannot
+    kind: CARRACING by default; a udacity study passes sim_bridge.udacity_runs.UDACITY (agents cannot
     import the bridge)."""
     if kind is None:
-        need(cfg.task == "carracing", f"a {cfg.task} study needs its StudyKind (sim_bridge.study.UDACITY for udacity)")
+        need(cfg.task == "carracing", f"a {cfg.task} study needs its StudyKind (sim_bridge.udacity_runs.UDACITY for udacity)")
         kind = CARRACING
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -209,25 +209,25 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     ray_gpus = executor.gpus_available() if isinstance(executor, RayExecutor) else 0.0
     capacity = executor.capacity
 
-    def episode_tasks(run: dict[str, Any]) -> list[Task]:
+    def episode_tasks(run: dict[str, Any]) -> list[WorkItem]:
         path = str(cfg.run_dir(run["key"]))
         todo: dict[str, list[int]] = {}
         for level, s in missing(run):
             todo.setdefault(level, []).append(s)
         chunks = [(level, tuple(seeds[k:k + kind.batch])) for level, seeds in todo.items() for k in range(0, len(seeds), kind.batch)]
-        return [Task(("episodes", run["key"], level, chunk), cpu_timed, (kind.episodes, kind.episode_job(cfg, path, level, chunk)))
+        return [WorkItem(("episodes", run["key"], level, chunk), cpu_timed, (kind.episodes, kind.episode_job(cfg, path, level, chunk)))
                 for level, chunk in chunks]
 
-    def train_task(run: dict[str, Any]) -> Task:
+    def train_task(run: dict[str, Any]) -> WorkItem:
         job = {
             "path": str(cfg.run_dir(run["key"])), "demos": str(cfg.demos_dir(noise(run))), "head": run["head"], "seed": run["seed"],
             "recipe": study.data["recipes"][run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps, "continuous": cfg.continuous,
             "device": "cuda" if ray_gpus else "cpu",
         }
-        return Task(("train", run["key"]), cpu_timed, (train_guarded, (kind.train, job)), cpus=1, gpus=1 if ray_gpus else 0)
+        return WorkItem(("train", run["key"]), cpu_timed, (train_guarded, (kind.train, job)), cpus=1, gpus=1 if ray_gpus else 0)
 
-    ready_eval: list[Task] = []
-    ready_train: list[Task] = []
+    ready_eval: list[WorkItem] = []
+    ready_train: list[WorkItem] = []
     for run in runs:
         if entry(run).get("diverged"):
             continue  # reported as such; nothing to drive
@@ -239,7 +239,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
         else:
             ready_train.append(train_task(run))
     expert_tasks = [  # the expert reads the car's state: it drives each scenario of the levels (clean included), never perturbed
-        Task(("expert", level, s), cpu_timed, (_expert_episode, (cfg.expert, cfg.continuous, cfg.max_steps, level, s)))
+        WorkItem(("expert", level, s), cpu_timed, (_expert_episode, (cfg.expert, cfg.continuous, cfg.max_steps, level, s)))
         for level in expert_levels(cfg) for s in seeds if ("expert", level, s) not in study.keys
     ]
     ready_eval = expert_tasks + ready_eval

@@ -1,5 +1,5 @@
 """Behaviour cloning of the CarRacing driving network on windows of demonstration frames: the recipe's frame gaps, the
-network's config, k-fold runs and the task the loop trains (CarRacingTask).
+network's config, k-fold runs and the task the loop trains (CarRacingTrainable).
 
 Its parts live beside it: the batches (agents.training.batches: chunks of consecutive steps whose overlapping windows
 share their frames), what is learned and its loss (agents.training.labels), the closed-loop selection
@@ -140,11 +140,11 @@ def _train_one(
 ) -> dict[str, Any]:
     cfg = resolve_config(cfg, demos, fold_split)
     dist_info, device = init_distributed(resolve_device(cfg.device))
-    task = CarRacingTask(cfg, demos, resume)
+    task = CarRacingTrainable(cfg, demos, resume)
     return fit(task, cfg, dist_info, device, resume, quiet, restart_best)
 
 
-class CarRacingTask:
+class CarRacingTrainable:
     """Windows of demonstration frames -> the driving network's action outputs."""
 
     def __init__(self, cfg: TrainConfig, demos: Demos, resume: bool) -> None:

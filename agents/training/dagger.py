@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.training.tasks import train
+from agents.training.trainers import train
 from agents.training.loop import TrainConfig
 from agents.training.collect import Recorder, demo_header, save_recording
 from agents.carracing.env import make_env

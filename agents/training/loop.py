@@ -9,9 +9,9 @@ no pickles: tensors in safetensors, everything else in JSON. The order of an epo
 of (seed, epoch) and dropout is seeded per step, so a resumed run takes the same steps as an
 uninterrupted one.
 
-The loop knows no task: a task (agents.training.bc's CarRacing windows, agents.training.udacity's PilotNet) is
-built by its trainer and handed to `fit`; `agents.training.tasks.train` picks the trainer by name. A task
-supplies the network and its data: `net` (with save()), `label`, `extra` (what goes into
+The loop knows no task: a Trainable (agents.training.bc's CarRacing windows, agents.training.udacity's PilotNet) is
+built by its task's trainer and handed to `fit`; `agents.training.trainers.train` picks the trainer by the task's
+name (TASKS). A Trainable supplies the network and its data: `net` (with save()), `label`, `extra` (what goes into
 config.json), `batches_per_epoch()`, `batch(epoch, b, device)` (a function of (epoch, b) alone: the loop prepares batches
 ahead, in a thread of its own), `loss(model, batch, device)` -> (mean loss, progress figures, both tensors left on
 the device), and `validate(device, share)` -> figures including "val_loss" (under torchrun every process
@@ -47,7 +47,7 @@ from nac.config import ConfigDict, ConfigError, TrainingDiverged, need
 from nac.heads import head_names
 from nac.pilotnet import DENSE
 
-TASKS = ("carracing", "udacity")  # the trainers by name are in agents.training.tasks
+TASKS = ("carracing", "udacity")  # what a run learns (TrainConfig.task); each one's trainer is in agents.training.trainers
 BALANCE = ("auto", "weights", "sampler", "none")
 LOSSES = ("mse", "l1")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -196,7 +196,7 @@ class TrainConfig(CloningRecipe):
         return TrainConfig.from_dict({**asdict(self), "out": str(new), "data": list(dict.fromkeys(data))})
 
 
-class Task(Protocol):
+class Trainable(Protocol):
     net: nn.Module
     label: str
     extra: dict[str, Any]
@@ -278,7 +278,7 @@ def to_device(arrays: dict[str, np.ndarray | Tensor], device: torch.device) -> d
     return out
 
 
-def prepared(task: Task, epoch: int, batches: list[int], device: torch.device, ahead: int) -> Iterator[tuple[int, dict[str, Tensor], float]]:
+def prepared(task: Trainable, epoch: int, batches: list[int], device: torch.device, ahead: int) -> Iterator[tuple[int, dict[str, Tensor], float]]:
     """(b, batch, seconds the caller waited for it) for the batches b of `batches` in order, each prepared up to
     `ahead` batches before it is asked for, in one thread of its own (0: when asked, in the caller's thread). The
     same batches either way: a task's batch is a function of (epoch, b). One thread, not a DataLoader's worker
@@ -354,7 +354,7 @@ class Stepper:
     device: the loss and the progress figures are averaged where they are, and the first step whose loss was not
     finite is noted there; `read()` brings them to the host, which the loop does every LOG_EVERY steps."""
 
-    def __init__(self, task: Task, cfg: TrainConfig, dist_info: Dist, device: torch.device) -> None:
+    def __init__(self, task: Trainable, cfg: TrainConfig, dist_info: Dist, device: torch.device) -> None:
         self.task, self.seed, self.dist, self.device = task, cfg.seed, dist_info, device
         self.net = task.net.to(device)
         # fused: one kernel for every parameter's update, and the loss scaler's skip decided on the device; on 2 CPU
@@ -427,12 +427,12 @@ def deterministic_kernels() -> Iterator[None]:
         torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
 
 
-def fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, resume: bool, quiet: bool, restart_best: bool = False) -> dict[str, Any]:
+def fit(task: Trainable, cfg: TrainConfig, dist_info: "Dist", device: torch.device, resume: bool, quiet: bool, restart_best: bool = False) -> dict[str, Any]:
     with deterministic_kernels():
         return _fit(task, cfg, dist_info, device, resume, quiet, restart_best)
 
 
-def _fit(task: Task, cfg: TrainConfig, dist_info: "Dist", device: torch.device, resume: bool, quiet: bool, restart_best: bool) -> dict[str, Any]:
+def _fit(task: Trainable, cfg: TrainConfig, dist_info: "Dist", device: torch.device, resume: bool, quiet: bool, restart_best: bool) -> dict[str, Any]:
     run = Path(cfg.out)
     stepper = Stepper(task, cfg, dist_info, device)
     net, opt, scaler, ema = stepper.net, stepper.opt, stepper.scaler, stepper.ema

@@ -18,7 +18,7 @@ import torch
 from agents.training import batches, bc
 from agents.training.distributed import Dist
 from agents.training.loop import LOG_EVERY, Stepper, TrainConfig, deterministic_kernels, prepared
-from agents.training.udacity import UdacityTask
+from agents.training.udacity import UdacityTrainable
 from nac.driving import Dropout
 
 WARMUP = 5  # steps left out of the figures: the first ones allocate and pick kernels
@@ -63,9 +63,9 @@ def with_torch_dropout(net: torch.nn.Module) -> torch.nn.Module:
 
 def make_task(cfg: TrainConfig) -> Any:
     if cfg.task == "udacity":
-        return UdacityTask(cfg, quiet=True)
+        return UdacityTrainable(cfg, quiet=True)
     demos = batches.Demos.load(cfg.data, quiet=True)
-    return bc.CarRacingTask(bc.resolve_config(cfg, demos, None), demos, resume=False)
+    return bc.CarRacingTrainable(bc.resolve_config(cfg, demos, None), demos, resume=False)
 
 
 def time_steps(cfg: TrainConfig, steps: int, torch_dropout: bool = False) -> dict[str, Any]:

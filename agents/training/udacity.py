@@ -59,7 +59,7 @@ def stacked(data: UdacityDataset, rows: list[int]) -> dict[str, np.ndarray]:
     return {k: np.stack([it[k] for it in items]) for k in ("image", "steering", "speed")}
 
 
-class UdacityTask:
+class UdacityTrainable:
     def __init__(self, cfg: TrainConfig, quiet: bool) -> None:
         rec = read_logs(cfg.data)
         if not quiet:
@@ -121,7 +121,7 @@ class UdacityTask:
 def train_udacity(cfg: TrainConfig, resume: bool = False, quiet: bool = False, restart_best: bool = False) -> dict[str, Any]:
     cfg = prepare_run(cfg, resume)
     dist_info, device = init_distributed(resolve_device(cfg.device))
-    return fit(UdacityTask(cfg, quiet), cfg, dist_info, device, resume, quiet, restart_best)
+    return fit(UdacityTrainable(cfg, quiet), cfg, dist_info, device, resume, quiet, restart_best)
 
 
 def training_tracks(run: str | Path) -> list[int]:

@@ -3,14 +3,12 @@
 import pytest
 import torch
 
+from tests.nac.inputs import sequence
+
 from nac import NAC, ConfigError, NACConfig
-from nac.selection import KeyRule, topk_exact, topk_sqrt
+from nac.selection import KeyRule
 
 MODES = ("exact", "euler", "steady")
-
-
-def _x(b=2, t=12, d=16, seed=0):
-    return torch.randn(b, t, d, generator=torch.Generator().manual_seed(seed))
 
 
 def _pair_pass(layer: NAC, x: torch.Tensor):
@@ -28,7 +26,7 @@ def _pair_pass(layer: NAC, x: torch.Tensor):
 @pytest.mark.parametrize("gate", ["phi", "omega_tau"])
 def test_phi_and_omega_tau_depend_on_query_and_key(mode, gate):
     layer = NAC(16, 4, input_dim=16, mode=mode, topk=4, return_sequences=True)
-    q, k, details = _pair_pass(layer, _x())
+    q, k, details = _pair_pass(layer, sequence())
     value = getattr(details, gate)
     assert value.std() > 1e-3  # not a constant (the authors' code gives std 0.0)
     value.sum().backward()
@@ -38,14 +36,14 @@ def test_phi_and_omega_tau_depend_on_query_and_key(mode, gate):
 @pytest.mark.parametrize("mode", MODES)
 def test_logits_have_gradient_through_q_and_k_in_every_mode(mode):
     layer = NAC(16, 4, input_dim=16, mode=mode, topk=4, return_sequences=True)
-    q, k, details = _pair_pass(layer, _x())
+    q, k, details = _pair_pass(layer, sequence())
     details.logits[details.valid].sum().backward()
     assert q.grad.abs().sum() > 0 and k.grad.abs().sum() > 0
 
 
 def test_exact_logits_lie_within_zero_and_phi_over_omega_tau():
     layer = NAC(16, 4, input_dim=16, mode="exact", return_sequences=True)
-    _, details = layer(_x(), torch.cumsum(torch.rand(2, 12) * 3, 1), return_details=True)
+    _, details = layer(sequence(), torch.cumsum(torch.rand(2, 12) * 3, 1), return_details=True)
     a, bound = details.logits[details.valid], (details.phi / details.omega_tau)[details.valid]
     assert (a >= 0).all() and (a <= bound).all()
 
@@ -57,67 +55,17 @@ def test_euler_layer_approaches_exact_layer_with_many_steps():
     coarse = NAC(16, 4, input_dim=16, mode="euler", euler_steps=2, return_sequences=True)
     euler.load_state_dict(exact.state_dict())
     coarse.load_state_dict(exact.state_dict())
-    x = _x()
+    x = sequence()
     with torch.no_grad():
         ref = exact(x)
         assert (euler(x) - ref).abs().max() < 1e-4
         assert (coarse(x) - ref).abs().max() > 1e-4
 
 
-def test_topk_selection_equals_brute_force_topk():
-    g = torch.Generator().manual_seed(1)
-    q, k = torch.randn(2, 3, 40, 8, generator=g), torch.randn(2, 3, 57, 8, generator=g)
-    idx, valid = topk_exact(q, k, KeyRule(torch.arange(40), torch.arange(57)), 5)
-    brute = (q @ k.transpose(-1, -2)).topk(5, dim=-1).indices
-    assert valid.all()
-    assert torch.equal(idx.sort(-1).values, brute.sort(-1).values)
-
-
-def test_topk_selection_respects_causality_and_padding():
-    g = torch.Generator().manual_seed(2)
-    q, k = torch.randn(1, 2, 10, 4, generator=g), torch.randn(1, 2, 10, 4, generator=g)
-    pos = torch.arange(10)
-    pad = torch.zeros(1, 10, dtype=torch.bool)
-    pad[0, 3] = True
-    rule = KeyRule(pos, pos, causal=True, key_padding_mask=pad)
-    for idx, valid in (topk_exact(q, k, rule, 4), topk_sqrt(q, k, rule, 4)):
-        chosen = idx[valid]
-        rows = pos.view(1, 1, 10, 1).expand_as(idx)[valid]
-        assert (chosen <= rows).all() and not (chosen == 3).any()
-        assert valid[0, :, 0].sum(-1).eq(1).all()  # the first query can only see itself
-
-
-def test_sqrt_selection_has_high_recall_on_clustered_keys():
-    g = torch.Generator().manual_seed(3)
-    centres = torch.randn(16, 16, generator=g) * 4
-    keys = (centres.repeat_interleave(32, 0) + torch.randn(512, 16, generator=g) * 0.3)[None, None]
-    queries = (centres[torch.randint(0, 16, (200,), generator=g)] + torch.randn(200, 16, generator=g) * 0.3)[None, None]
-    rule = KeyRule(torch.arange(200), torch.arange(512))
-    exact, _ = topk_exact(queries, keys, rule, 8)
-    approx, _ = topk_sqrt(queries, keys, rule, 8)
-    hits = (approx.unsqueeze(-1) == exact.unsqueeze(-2)).any(-1).float().mean()
-    assert hits > 0.85  # measured 0.90 here; random keys give about 0.2 (see nacdrive bench nac)
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_every_selection_equals_pairwise_when_k_covers_all_keys(mode):
-    torch.manual_seed(0)
-    ref = NAC(16, 4, input_dim=16, mode=mode, selection="pairwise", return_sequences=True)
-    x, ts = _x(t=9), torch.cumsum(torch.rand(2, 9), 1)
-    pad = torch.zeros(2, 9, dtype=torch.bool)
-    pad[1, 2] = True
-    with torch.no_grad():
-        want = ref(x, ts, pad)
-        for selection in ("topk", "sqrt"):
-            other = NAC(16, 4, input_dim=16, mode=mode, selection=selection, topk=9, return_sequences=True)
-            other.load_state_dict(ref.state_dict())
-            assert torch.allclose(other(x, ts, pad), want, atol=1e-5)
-
-
 @pytest.mark.parametrize("selection", ["topk", "pairwise", "sqrt"])
 def test_causal_outputs_do_not_depend_on_later_inputs(selection):
     layer = NAC(16, 4, input_dim=16, selection=selection, topk=3, causal=True, return_sequences=True).eval()
-    x = _x(t=16)
+    x = sequence(t=16)
     y = x.clone()
     y[:, 10:] = torch.randn_like(y[:, 10:]) * 5
     with torch.no_grad():
@@ -131,7 +79,7 @@ def test_causal_outputs_do_not_depend_on_later_inputs(selection):
 @pytest.mark.parametrize("timed", [False, True])
 def test_streaming_equals_the_windowed_forward(selection, window, timed):
     layer = NAC(16, 4, input_dim=16, selection=selection, topk=3, causal=True, window=window, return_sequences=True).eval()
-    x = _x(t=11)
+    x = sequence(t=11)
     ts = torch.cumsum(torch.rand(2, 11) + 0.1, 1) if timed else None
     with torch.no_grad():
         full = layer(x, ts)
@@ -146,7 +94,7 @@ def test_streaming_equals_the_windowed_forward(selection, window, timed):
 
 def test_timestamps_change_the_output_and_a_clock_shift_does_not():
     layer = NAC(16, 4, input_dim=16, causal=True, return_sequences=True).eval()
-    x = _x()
+    x = sequence()
     ts = torch.cumsum(torch.rand(2, 12) + 0.2, 1)
     with torch.no_grad():
         base = layer(x, ts)
@@ -156,7 +104,7 @@ def test_timestamps_change_the_output_and_a_clock_shift_does_not():
 
 def test_padded_keys_get_no_weight_and_do_not_change_the_output():
     layer = NAC(16, 4, input_dim=16, selection="pairwise", return_sequences=True, return_attention=True).eval()
-    x = _x()
+    x = sequence()
     pad = torch.zeros(2, 12, dtype=torch.bool)
     pad[:, 5] = True
     y = x.clone()
@@ -173,7 +121,7 @@ def test_last_step_output_equals_last_row_of_sequence_output():
     seq = NAC(16, 4, input_dim=16, return_sequences=True).eval()
     last = NAC(16, 4, input_dim=16, return_sequences=False).eval()
     last.load_state_dict(seq.state_dict())
-    x = _x()
+    x = sequence()
     with torch.no_grad():
         assert torch.allclose(last(x), seq(x)[:, -1], atol=1e-6)
 
@@ -192,7 +140,7 @@ def test_save_and_load_round_trip(tmp_path):
     layer.save(tmp_path / "nac")
     loaded = NAC.load(tmp_path / "nac").eval()
     assert loaded.config == layer.config
-    x = _x(d=10)
+    x = sequence(d=10)
     with torch.no_grad():
         assert torch.equal(loaded(x), layer(x))
     assert not list(tmp_path.glob("**/*.pt")) and not list(tmp_path.glob("**/*.pkl"))
@@ -269,7 +217,7 @@ def _trained_like(layer: NAC, seed: int = 1) -> NAC:
 def test_the_output_is_the_papers_sum_written_out(selection):
     """y_i = out_proj(concat_h sum_j softmax_j(a_ij) t_ij v_j), from the details alone."""
     layer = _trained_like(NAC(16, 4, input_dim=16, topk=5, selection=selection, return_sequences=True))
-    x, ts = _x(), torch.cumsum(torch.rand(2, 12) + 0.1, 1)
+    x, ts = sequence(), torch.cumsum(torch.rand(2, 12) + 0.1, 1)
     with torch.no_grad():
         y, d = layer(x, ts, return_details=True)
         _, _, v, _, _ = layer._project(layer.embed(x))  # (B, H, T, hd)
@@ -288,7 +236,7 @@ def test_quadrature_dt_multiplies_by_the_constant_and_time_uses_t_ij():
     timed = NAC(16, 4, input_dim=16, quadrature="time").eval()
     for other in (double, timed):
         other.load_state_dict(base.state_dict())
-    x, bias = _x(), base.out_proj.bias
+    x, bias = sequence(), base.out_proj.bias
     with torch.no_grad():
         y1, y2, yt = base(x), double(x), timed(x)
         _, d1 = base(x, return_details=True)
@@ -302,8 +250,8 @@ def test_tau_epsilon_shifts_omega_tau_and_moves_the_logits():
     b = NAC(16, 4, input_dim=16, tau_epsilon=0.5, return_sequences=True).eval()
     b.load_state_dict(a.state_dict())
     with torch.no_grad():
-        _, da = a(_x(), return_details=True)
-        _, db = b(_x(), return_details=True)
+        _, da = a(sequence(), return_details=True)
+        _, db = b(sequence(), return_details=True)
     assert torch.allclose(db.omega_tau - da.omega_tau, torch.full_like(da.omega_tau, 0.5 - 1e-5), atol=1e-6)
     assert torch.allclose(db.phi, da.phi) and (db.logits[db.valid] < da.logits[da.valid]).all()  # a larger rate, a smaller state
 
@@ -325,7 +273,7 @@ def test_gate_masks_are_autoncps_sensory_to_inter_synapses_for_the_recorded_seed
 
 def test_masked_out_weights_have_no_effect_on_the_output():
     layer = _trained_like(NAC(16, 4, input_dim=16, sparsity=0.5))
-    x = _x()
+    x = sequence()
     with torch.no_grad():
         ref = layer(x)
         for m in (layer.q_proj, layer.inter_command):
@@ -341,7 +289,7 @@ def test_masked_out_weights_have_no_effect_on_the_output():
 def test_phi_and_omega_tau_vary_across_the_keys_of_one_query_in_every_head():
     layer = _trained_like(NAC(16, 4, input_dim=16, selection="pairwise", return_sequences=True))
     with torch.no_grad():
-        _, d = layer(_x(), return_details=True)
+        _, d = layer(sequence(), return_details=True)
     for gate in (d.phi, d.omega_tau):
         per_query = gate.std(dim=-1)  # (B, H, Tq): spread over the keys of one query, head by head
         assert (per_query > 1e-4).all()
@@ -351,25 +299,10 @@ def test_euler_logits_stay_within_zero_and_phi_t_at_the_layer_level():
     layer = _trained_like(NAC(16, 4, input_dim=16, mode="euler", return_sequences=True))
     with torch.no_grad():
         layer.gate_heads.bias[:, 1] += 15.0  # omega_tau about 15: the default step t/6 would overshoot
-        _, d = layer(_x(), torch.cumsum(torch.rand(2, 12) * 3, 1), return_details=True)
+        _, d = layer(sequence(), torch.cumsum(torch.rand(2, 12) * 3, 1), return_details=True)
     ok = d.valid
     assert (d.omega_tau[ok] * d.t[ok] / 6 > 1).any()  # the case the bound is about does occur
     assert (d.logits[ok] >= 0).all() and (d.logits[ok] <= d.phi[ok] * d.t[ok] * (1 + 1e-6)).all()
-
-
-@pytest.mark.parametrize("block_size", [3, 4])
-def test_sqrt_with_a_fixed_block_size_streams_like_the_full_pass(block_size):
-    layer = NAC(16, 4, input_dim=16, selection="sqrt", topk=3, block_size=block_size, causal=True, return_sequences=True).eval()
-    x = _x(t=17)
-    with torch.no_grad():
-        full = layer(x)
-        prefix = layer(x[:, :9])
-        state, outs = layer.init_state(2), []
-        for i in range(17):
-            y, state = layer.step(x[:, i], state)
-            outs.append(y)
-    assert torch.allclose(prefix, full[:, :9], atol=1e-5)  # a prefix sees the same blocks
-    assert torch.allclose(torch.stack(outs, 1), full, atol=1e-5)
 
 
 def test_the_papers_ablations_are_configurations_of_the_one_layer():
@@ -384,7 +317,7 @@ def test_the_papers_ablations_are_configurations_of_the_one_layer():
         density = torch.cat([layer.q_proj.mask.flatten(), layer.k_proj.mask.flatten(), layer.v_proj.mask.flatten()]).mean()
         assert abs(density - (1 - sparsity)) < 0.1
     assert nac_of("nac-fc").q_proj.mask.mean() == 1.0
-    x = _x()
+    x = sequence()
     for name, act in (("nac-phi-none", "none"), ("nac-phi-tanh", "tanh")):
         layer = _trained_like(nac_of(name))
         assert layer.config.phi_activation == act
@@ -408,7 +341,7 @@ def test_with_one_key_every_mode_and_selection_is_the_same_function():
     ref = NAC(16, 4, input_dim=16, mode="exact", return_sequences=True)
 
     def outputs(t: int) -> list[torch.Tensor]:
-        x, ts = _x(t=t), torch.cumsum(torch.rand(2, t, generator=torch.Generator().manual_seed(1)), 1)
+        x, ts = sequence(t=t), torch.cumsum(torch.rand(2, t, generator=torch.Generator().manual_seed(1)), 1)
         outs = []
         with torch.no_grad():
             for mode, selection in (("exact", "topk"), ("euler", "topk"), ("steady", "topk"), ("exact", "pairwise")):

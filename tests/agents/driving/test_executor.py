@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.driving.executor import ExecutorConfig, InlineExecutor, ProcessExecutor, Task, make_executor
+from agents.driving.executor import ExecutorConfig, InlineExecutor, ProcessExecutor, WorkItem, make_executor
 from agents.driving.rollout import parallel_map
 from nac.config import ConfigError
 
@@ -32,7 +32,7 @@ def test_inline_and_process_paths_give_each_result_once():
     for cfg in (ExecutorConfig(workers=1), ExecutorConfig(workers=2)):
         with make_executor(cfg) as ex:
             for i in range(7):
-                ex.submit(Task(("k", i), square, i))
+                ex.submit(WorkItem(("k", i), square, i))
             got = dict(ex.results())
         assert got == {("k", i): i * i for i in range(7)}
     assert isinstance(make_executor(ExecutorConfig(workers=1)), InlineExecutor)
@@ -42,9 +42,9 @@ def test_inline_and_process_paths_give_each_result_once():
 def test_a_dead_worker_is_replaced_and_its_task_rerun(tmp_path):
     ex = ProcessExecutor(workers=2, retries=2)
     try:
-        ex.submit(Task("dies", die_once, (str(tmp_path / "m"), 1)))
+        ex.submit(WorkItem("dies", die_once, (str(tmp_path / "m"), 1)))
         for i in range(4):
-            ex.submit(Task(i, square, i))
+            ex.submit(WorkItem(i, square, i))
         got = dict(ex.results())
     finally:
         ex.close()
@@ -56,7 +56,7 @@ def test_a_task_that_always_kills_its_worker_gives_up(tmp_path):
 
     ex = ProcessExecutor(workers=2, retries=1)
     try:
-        ex.submit(Task("dies", os._exit, 3))
+        ex.submit(WorkItem("dies", os._exit, 3))
         with pytest.raises(BrokenProcessPool, match="died 2 times"):
             dict(ex.results())
     finally:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from agents.evaluation import evaluate as ev
-from agents.training.tasks import train
+from agents.training.trainers import train
 from agents.training.loop import TrainConfig
 from agents.evaluation.evaluate import EvaluateConfig, evaluate, robustness_points, to_markdown, write_leaderboard
 from nac import ConfigError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.studies.config import StudyConfig
+from agents.studies.grid import StudyConfig
 from agents.studies.store import FORMAT, StudyFile
 from agents.training.dagger_config import DaggerConfig
 from agents.training.recipe import Recipe

@@ -18,7 +18,7 @@ from agents.training.recipe import Recipe
 
 from agents.training.dagger_config import DaggerConfig
 from agents.studies import recipe, store
-from agents.studies.config import StudyConfig
+from agents.studies.grid import StudyConfig
 from agents.studies.recipe import parse_variant
 from agents.studies.study import run_study
 from agents.studies.report import build
@@ -158,20 +158,20 @@ def test_a_run_that_diverges_is_reported_not_retried_and_not_driven(process_stud
 
     out, _ = process_study
     shutil.copytree(out / "demos", tmp_path / "s" / "demos")  # the same demonstrations: no recording
-    original = bc.CarRacingTask.loss
+    original = bc.CarRacingTrainable.loss
 
     def lstm_breaks(self, model, batch, device):
         loss, figures = original(self, model, batch, device)
         return (loss * float("nan") if self.label == "lstm" else loss), figures
 
-    monkeypatch.setattr(bc.CarRacingTask, "loss", lstm_breaks)
+    monkeypatch.setattr(bc.CarRacingTrainable, "loss", lstm_breaks)
     cfg = tiny(tmp_path / "s", workers=1, seeds=1, variants={"base": {**TINY, "dagger_rounds": 0}})
     data = run_study(cfg, quiet=True)
     lstm = data["runs"]["base/lstm/seed0"]
     assert lstm["done"] and lstm["diverged"].startswith("lstm diverged: the training loss is nan at epoch 1, batch 0")
     assert not data["runs"]["base/nac/seed0"].get("diverged")
     assert sorted({e["run"] for e in data["episodes"]}) == ["base/nac/seed0", "expert"]
-    monkeypatch.setattr(bc.CarRacingTask, "loss", original)
+    monkeypatch.setattr(bc.CarRacingTrainable, "loss", original)
     state = (tmp_path / "s/runs/base/lstm/seed0").stat().st_mtime_ns
     assert run_study(cfg, quiet=True)["episodes"] == data["episodes"]  # not retrained, not driven
     assert (tmp_path / "s/runs/base/lstm/seed0").stat().st_mtime_ns == state

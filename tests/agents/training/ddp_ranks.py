@@ -1,5 +1,5 @@
 """Run by torchrun in the data-parallel tests: trains the TrainConfig given as JSON (argv[1]) through
-`agents.training.tasks.train` and writes, per rank, a digest of the network's parameters after training to
+`agents.training.trainers.train` and writes, per rank, a digest of the network's parameters after training to
 OUT/rank{R}.json (OUT the config's out), with the figures of its last validation, so that a test can compare what
 every process ended with (rank 0 alone saves weights)."""
 
@@ -14,7 +14,7 @@ import torch
 
 from agents.training import bc, loop, udacity
 from agents.training.loop import TrainConfig
-from agents.training.tasks import train
+from agents.training.trainers import train
 
 
 def digest(net: torch.nn.Module) -> str:

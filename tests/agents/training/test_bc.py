@@ -15,8 +15,8 @@ from safetensors.torch import load_file
 
 from agents.training import batches, bc, labels
 from agents.training.batches import Batches
-from agents.training.labels import action_classes, class_weights
-from agents.training.tasks import train
+from agents.training.labels import class_weights
+from agents.training.trainers import train
 from agents.training.loop import LOG_EVERY, TrainConfig
 from agents.driving.policy import DrivingPolicy, load_run
 from datasets.demos import DataError, Episode
@@ -53,7 +53,7 @@ def test_training_lowers_the_loss(tiny_demos, tmp_path):
     run = tmp_path / "run"
     train(_cfg(tiny_demos, run, epochs=6, lr=3e-3), quiet=True)
     cfg = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["train"])
-    task = bc.CarRacingTask(cfg, batches.Demos.load(cfg.data), resume=False)  # the initial weights
+    task = bc.CarRacingTrainable(cfg, batches.Demos.load(cfg.data), resume=False)  # the initial weights
     before = bc.validate(task.net, task.train_windows, torch.device("cpu"))["val_loss"]
     after = bc.validate(load_run(run, "last"), task.train_windows, torch.device("cpu"))["val_loss"]
     assert after < 0.8 * before
@@ -100,7 +100,7 @@ def test_ema_keeps_and_validates_the_moving_average_of_the_weights(tiny_demos, t
     assert not all(torch.equal(last[k], tensors[f"model.{k}"]) for k in last)  # trained on: the raw weights
     net = load_run(run, "last")
     cfg = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["train"])
-    task = bc.CarRacingTask(cfg, batches.Demos.load(cfg.data), resume=False)
+    task = bc.CarRacingTrainable(cfg, batches.Demos.load(cfg.data), resume=False)
     assert bc.validate(net, task.val_windows, torch.device("cpu"))["val_loss"] == pytest.approx(m["history"][-1]["val_loss"], rel=1e-5)
     with pytest.raises(ConfigError, match="ema decay must be in"):
         _cfg(tiny_demos, run, ema=1.0)
@@ -124,29 +124,6 @@ def test_kfold_by_episode_reports_mean_and_std(tiny_demos, tmp_path):
     assert m["val_accuracy_mean"] == pytest.approx(np.mean(accs)) and m["val_accuracy_std"] == pytest.approx(np.std(accs, ddof=1))
     vals = [set(json.loads((tmp_path / "cv" / f"fold{k}" / "config.json").read_text())["train"]["val_episodes"]) for k in range(2)]
     assert not vals[0] & vals[1] and len(vals[0] | vals[1]) == 4  # the folds partition the episodes
-
-
-def test_class_balance_by_weights_and_by_sampling():
-    classes = np.array([3] * 90 + [1] * 8 + [4] * 2)
-    w = class_weights(classes)
-    assert w[0] == 0 and w[3] < w[1] < w[4]
-    assert np.isclose(w[classes].mean(), 1.0)
-    n = 400
-    actions = np.where(np.arange(n) % 10 == 0, 1, 3)  # 10 % steering, 90 % gas
-    ep = Episode(0, np.zeros((n, 8, 8, 3), np.uint8), actions, np.zeros(n, np.float32), np.zeros(n, bool),
-                 np.zeros(n, bool), np.arange(n) / 50.0, np.zeros((n, 6), np.float32))
-    store = FrameStore([ep])
-    cls = action_classes(store.actions)
-    sampled = Batches(FrameWindows(store, 4), 1, 1, class_weights(cls)[cls])
-    drawn = np.bincount(cls[sampled.starts[sampled.order(0, 0)]], minlength=5)
-    assert 0.35 < drawn[1] / drawn.sum() < 0.65  # balanced: about half steering, not 10 %
-    plain = Batches(FrameWindows(store, 4), 1, 1, None)
-    assert sorted(plain.order(0, 0).tolist()) == list(range(n))  # without balance: each step once
-
-
-def test_continuous_actions_map_to_what_the_step_does():
-    a = np.array([[0.0, 1.0, 0.0], [-0.5, 0.2, 0.0], [0.6, 0.0, 0.0], [0.0, 0.0, 0.8], [0.0, 0.0, 0.0]], np.float32)
-    assert action_classes(a).tolist() == [3, 2, 1, 4, 0]
 
 
 def test_continuous_runs_train_and_drive(tiny_demos_continuous, tmp_path):
@@ -179,14 +156,14 @@ def test_a_loss_that_is_not_finite_stops_training_with_one_line(tiny_demos, tmp_
     """A NaN loss (a head whose arithmetic broke, as LTC's did on zero time gaps) stops the run, named by
     that step, at the loop's next read of the device (within LOG_EVERY steps), the run not marked finished, the command says so
     in one line; a validation loss that is not finite stops it likewise, and no NaN weights become best."""
-    original, calls = bc.CarRacingTask.loss, {"n": 0}
+    original, calls = bc.CarRacingTrainable.loss, {"n": 0}
 
     def breaks_at_step_3(self, model, batch, device):
         calls["n"] += 1
         loss, figures = original(self, model, batch, device)
         return (loss * float("nan") if calls["n"] == 3 else loss), figures
 
-    monkeypatch.setattr(bc.CarRacingTask, "loss", breaks_at_step_3)
+    monkeypatch.setattr(bc.CarRacingTrainable, "loss", breaks_at_step_3)
     with pytest.raises(TrainingDiverged, match=r"gru diverged: the training loss is nan at epoch 1, batch 2 \(step 2\)"):
         train(_cfg(tiny_demos, tmp_path / "run"), quiet=True)
     assert 3 <= calls["n"] <= LOG_EVERY + 2 and not (tmp_path / "run" / "metrics.json").is_file()
@@ -197,8 +174,8 @@ def test_a_loss_that_is_not_finite_stops_training_with_one_line(tiny_demos, tmp_
     assert "Traceback" not in err and len(said) == 2 and "demonstrations are discrete" in said[0]
     assert said[1].startswith("nacdrive train: gru diverged: the training loss is nan") and "--lr" in said[1]
 
-    monkeypatch.setattr(bc.CarRacingTask, "loss", original)
-    monkeypatch.setattr(bc.CarRacingTask, "validate", lambda self, device, share: {"val_loss": float("inf"), "val_accuracy": 0.0})
+    monkeypatch.setattr(bc.CarRacingTrainable, "loss", original)
+    monkeypatch.setattr(bc.CarRacingTrainable, "validate", lambda self, device, share: {"val_loss": float("inf"), "val_accuracy": 0.0})
     with pytest.raises(TrainingDiverged, match="the validation loss is inf after epoch 1"):
         train(_cfg(tiny_demos, tmp_path / "val"), quiet=True)
     state = json.loads((tmp_path / "val" / "train_state.json").read_text()) if (tmp_path / "val" / "train_state.json").is_file() else {"done": False}
@@ -237,7 +214,7 @@ def test_data_parallel_processes_end_with_the_same_weights(tiny_demos, tmp_path,
     assert len(ranks) == 2 and ranks[0]["digest"] == ranks[1]["digest"] and ranks[0]["validation"] == ranks[1]["validation"]
     run = out / "fold1" if folds > 1 else out
     saved = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["train"])
-    task = bc.CarRacingTask(saved, batches.Demos.load(saved.data), resume=False)
+    task = bc.CarRacingTrainable(saved, batches.Demos.load(saved.data), resume=False)
     task.net = load_run(run, "last")
     alone = task.validate(torch.device("cpu"))
     assert alone.keys() == ranks[0]["validation"].keys() and ("val_return" in alone) == bool(select)
@@ -248,13 +225,13 @@ def test_data_parallel_processes_end_with_the_same_weights(tiny_demos, tmp_path,
 
 
 def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, tmp_path):
-    from agents.training.bc import CarRacingTask
+    from agents.training.bc import CarRacingTrainable
     from agents.training.batches import Demos
 
     cfg = _cfg(tiny_demos, tmp_path / "run", stride_jitter=3, regular_share=0.0, chunk=8, batch_size=8)
     demos = Demos.load(cfg.data)
     cfg = TrainConfig.from_dict({**cfg.__dict__, "val_episodes": [sorted(demos.files)[0]]})
-    task = CarRacingTask(cfg, demos, resume=False)
+    task = CarRacingTrainable(cfg, demos, resume=False)
     ts = torch.cat([task.batch(0, b, torch.device("cpu"))["timestamps"] for b in range(task.batches_per_epoch())]).numpy()
     gaps = np.round(np.diff(ts, axis=1) * 50).astype(int)
     late = gaps[ts[:, 0] > 0]  # windows that do not reach back past the episode's start
@@ -264,7 +241,7 @@ def test_stride_jitter_trains_on_irregular_windows_with_true_times(tiny_demos, t
 
 
 def test_arrival_windows_train_the_steps_a_perturbed_policy_decided_on_with_the_gaps_it_saw(tiny_demos, tmp_path):
-    from agents.training.bc import CarRacingTask
+    from agents.training.bc import CarRacingTrainable
     from agents.training.batches import Demos
     from agents.training.labels import SAW
 
@@ -283,7 +260,7 @@ def test_arrival_windows_train_the_steps_a_perturbed_policy_decided_on_with_the_
 
         demos.episode = seen
         cfg = TrainConfig.from_dict({**cfg.__dict__, "val_episodes": [sorted(demos.files)[0]]})
-        task = CarRacingTask(cfg, demos, resume=False)
+        task = CarRacingTrainable(cfg, demos, resume=False)
         ts = torch.cat([task.batch(0, b, torch.device("cpu"))["timestamps"] for b in range(task.batches_per_epoch())]).numpy()
         late = np.round(np.diff(ts[ts[:, 0] > 0], axis=1) * 50).astype(int)  # windows not reaching back past the start
         return int((late == 3).all(1).sum()), int((late == 1).all(1).sum())
@@ -324,7 +301,7 @@ def test_a_network_trained_on_action_rates_learns_them_and_drives_by_diffusing_t
     assert torch.allclose(per_row, -(rates * torch.log_softmax(raw, -1)).sum(-1)) and correct.tolist() == [True, False]
     # a run: its targets are the demonstrations' rates, unweighted, and its policy diffuses by default
     train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"rate_window": 3}), quiet=True)
-    task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"rate_window": 3}, val_episodes=["demos:0"]),
+    task = bc.CarRacingTrainable(_cfg(tiny_demos, tmp_path / "x", net={"rate_window": 3}, val_episodes=["demos:0"]),
                             batches.Demos.load([tiny_demos]), False)
     store = task.train_windows.store
     assert task.balance == "none" and np.allclose(task.batches.targets["rates"], store.action_rates(3, 5))
@@ -359,11 +336,11 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
     assert torch.allclose(weighted, torch.tensor([(0.1 / 0.4) ** 2 + 5.0 * 0.25**2, 0.5 * 0.1**2, 0.0]), atol=1e-5)
     # a run: its targets are the recorded plans and wheel angles, unweighted; its policy steers its wheels
     train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"wheel_target": True}), quiet=True)
-    task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True}, val_episodes=["demos:0"]),
+    task = bc.CarRacingTrainable(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True}, val_episodes=["demos:0"]),
                             batches.Demos.load([tiny_demos]), False)
     store = task.train_windows.store
     assert task.balance == "none"
-    balanced = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "y", net={"wheel_target": True}, val_episodes=["demos:0"], balance="weights"),
+    balanced = bc.CarRacingTrainable(_cfg(tiny_demos, tmp_path / "y", net={"wheel_target": True}, val_episodes=["demos:0"], balance="weights"),
                                 batches.Demos.load([tiny_demos]), False)
     assert np.array_equal(balanced.class_weights, class_weights(labels.loss_classes(net.config, store.actions)))
     brakes = labels.loss_classes(net.config, np.array([3, 3, 1, 4, 3, 2, 4, 3]))  # the classes balanced: braking or not
@@ -376,7 +353,7 @@ def test_a_wheel_angle_network_learns_the_experts_plan_and_steers_its_wheels_to_
     assert np.allclose(excess, np.clip(store.state[:, 7] / 20.0, -1, 1)) and np.isfinite(excess).all()
     assert excess.min() == -1.0 and (store.state[:, 3][excess > 0.15] > 0).all()  # slow starts: far below; braking: above
     # excess_scale: the excess in units of 5 u/s, clipped to +-5 (training and policy alike)
-    narrow = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "z", net={"wheel_target": True, "excess_scale": 5.0}, val_episodes=["demos:0"]),
+    narrow = bc.CarRacingTrainable(_cfg(tiny_demos, tmp_path / "z", net={"wheel_target": True, "excess_scale": 5.0}, val_episodes=["demos:0"]),
                               batches.Demos.load([tiny_demos]), False)
     assert np.allclose(narrow.batches.targets["speed_excess"], np.clip(store.state[:, 7] / 5.0, -1, 1))
     narrow_net = DrivingNet(DrivingNetConfig(head="gru", window=2, wheel_target=True, excess_scale=5.0))
@@ -444,13 +421,13 @@ def test_turn_weight_weights_the_wheel_angle_error_where_the_plan_turns_fast(tin
     weighted, _ = labels.loss_terms(net, raw, batch | {"angle_weight": torch.tensor([1.0, 3.0])}, None)
     assert torch.allclose(weighted - plain, torch.tensor([0.0, 2 * (0.1 / 0.4) ** 2]), atol=1e-6)
     # a run's training rows carry 1 + W x the rate; validation is not weighted
-    task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True}, val_episodes=["demos:0"], turn_weight=4.0),
+    task = bc.CarRacingTrainable(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True}, val_episodes=["demos:0"], turn_weight=4.0),
                             batches.Demos.load([tiny_demos]), False)
     store = task.train_windows.store
     assert np.allclose(task.batches.targets["angle_weight"], 1.0 + 4.0 * labels.turn_rates(store))
     assert task.batches.targets["angle_weight"].max() > 1.0
     assert "angle_weight" not in labels.net_targets(task.net, task.val_windows.store)
-    assert "angle_weight" not in bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "y", net={"wheel_target": True}, val_episodes=["demos:0"]),
+    assert "angle_weight" not in bc.CarRacingTrainable(_cfg(tiny_demos, tmp_path / "y", net={"wheel_target": True}, val_episodes=["demos:0"]),
                                                   batches.Demos.load([tiny_demos]), False).batches.targets
     m = train(_cfg(tiny_demos, tmp_path / "run", epochs=1, net={"wheel_target": True}, turn_weight=4.0), quiet=True)
     assert m["finished"] and json.loads((tmp_path / "run" / "config.json").read_text())["train"]["turn_weight"] == 4.0
@@ -483,7 +460,7 @@ def test_a_wheel_angle_network_can_learn_the_experts_target_speed_and_read_its_o
     assert torch.isclose(labels.loss_terms(net, raw, batch, None)[0][3], torch.tensor(1.0), atol=1e-4)
     # 45 - 40 = 5 u/s above: brake; 41 - 40 = 1: coast (no gas above the target), not gas; 71 - 70 = 1: coast
     assert correct.tolist()[:3] == [True, False, True]
-    task = bc.CarRacingTask(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True, "wheel_speed": "target"},
+    task = bc.CarRacingTrainable(_cfg(tiny_demos, tmp_path / "x", net={"wheel_target": True, "wheel_speed": "target"},
                                  val_episodes=["demos:0"]), batches.Demos.load([tiny_demos]), False)
     state = task.train_windows.store.state
     assert np.array_equal(task.batches.targets["speed_now"], state[:, 3])
@@ -513,92 +490,21 @@ def test_a_wheel_angle_network_can_learn_the_experts_target_speed_and_read_its_o
         DrivingNetConfig(wheel_target=True, wheel_speed="target", target_speeds=(75, 20))
 
 
-def test_the_l1_loss_is_the_mean_absolute_error():
-    from nac.driving import DrivingNet, DrivingNetConfig
-
-    net = DrivingNet(DrivingNetConfig(head="gru", action_space="continuous", window=2, num_heads=4))
-    target = torch.tensor([[0.5, 0.8, 0.0], [-0.5, 0.2, 0.0], [0.0, 1.0, 0.9]])
-    batch = {"actions": target, "classes": torch.from_numpy(action_classes(target.numpy()))}
-    raw = torch.zeros(3, 3)  # squashed: steer 0, gas 0.5, brake 0.5
-    pred = net.squash(raw)
-    mse, _ = labels.loss_terms(net, raw, batch, None, "mse")
-    l1, _ = labels.loss_terms(net, raw, batch, None, "l1")
-    assert torch.allclose(mse, ((pred - target) ** 2).mean(-1)) and torch.allclose(l1, (pred - target).abs().mean(-1))
-    with pytest.raises(ConfigError, match="loss must be one of"):
-        TrainConfig(data=["x"], out="y", loss="huber")
-
-
-def test_the_brake_gate_brakes_only_where_its_logit_says():
-    from nac.driving import DrivingNet, DrivingNetConfig
-
-    net = DrivingNet(DrivingNetConfig(head="gru", action_space="continuous", window=2, brake_gate=True))
-    assert net.out.out_features == 4
-    raw = torch.tensor([[0.0, 0.0, 2.0, -1.0], [0.0, 0.0, 2.0, 1.0]])  # the same brake output, the gate off / on
-    act = net.squash(raw)
-    assert act.shape == (2, 3) and act[0, 2] == 0 and act[1, 2] == pytest.approx(torch.sigmoid(torch.tensor(2.0)).item())
-    # the loss: cross-entropy of the gate against (brake > BRAKE_ON), the brake's error only where the expert brakes
-    target = torch.tensor([[0.0, 0.5, 0.0], [0.0, 0.5, 0.8]])
-    batch = {"actions": target, "classes": torch.from_numpy(action_classes(target.numpy()))}
-    per_row, _ = labels.loss_terms(net, raw, batch, None)
-    soft = torch.sigmoid(torch.tensor(2.0))
-    bce = torch.nn.functional.binary_cross_entropy_with_logits(torch.tensor([-1.0, 1.0]), torch.tensor([0.0, 1.0]), reduction="none")
-    expected = torch.stack([torch.tensor(0.0), (soft - 0.8) ** 2]) / 3 + bce
-    assert torch.allclose(per_row, expected, atol=1e-6)
-    with pytest.raises(ConfigError, match="brake_gate is for continuous"):
-        DrivingNetConfig(head="gru", brake_gate=True)
-
-
-def test_random_shift_moves_a_chunks_frames_together_with_edges_repeated():
-    rng = np.random.default_rng(0)
-    frames = torch.from_numpy(rng.integers(0, 255, size=(6, 12, 10, 3), dtype=np.uint8))
-    # two chunks of two windows each (W = 3): frames 0..3 belong to chunk 0, frames 3..5 to chunk 1
-    index = torch.tensor([[0, 1, 2], [1, 2, 3], [3, 4, 5], [4, 5, 5]])
-    chunk_of_row = np.array([0, 0, 1, 1])
-    chunk = batches.chunk_of_frames(len(frames), index.numpy(), chunk_of_row)
-    assert chunk.tolist() == [0, 0, 0, 0, 1, 1]  # frame 3 is first used by chunk 0's second window
-    out = batches.shifted(frames, chunk, 3, np.random.default_rng(5))
-    dy, dx = np.random.default_rng(5).integers(-3, 4, size=(2, 2))
-    assert out.shape == frames.shape and out.dtype == torch.uint8
-    padded = np.pad(frames.numpy(), ((0, 0), (3, 3), (3, 3), (0, 0)), mode="edge")
-    for u, c in enumerate(chunk):
-        crop = padded[u, 3 + dy[c] : 3 + dy[c] + 12, 3 + dx[c] : 3 + dx[c] + 10]
-        assert np.array_equal(out[u].numpy(), crop), u
-    assert (dy != 0).any() or (dx != 0).any()  # the check above compared real shifts
-    assert torch.equal(batches.shifted(frames, chunk, 0, np.random.default_rng(5)), frames)
-
-
 def test_training_with_shift_sees_shifted_frames_and_keeps_its_labels(tmp_path, tiny_demos_continuous):
     cfg = TrainConfig(data=[tiny_demos_continuous], out=str(tmp_path / "r"), head="gru", window=2, epochs=1, shift=4, seed=3)
     demos = batches.Demos.load(cfg.data)
     cfg = bc.resolve_config(cfg, demos, None)
-    task = bc.CarRacingTask(cfg, demos, resume=False)
-    plain = bc.CarRacingTask(dataclasses.replace(cfg, shift=0), demos, resume=False)
+    task = bc.CarRacingTrainable(cfg, demos, resume=False)
+    plain = bc.CarRacingTrainable(dataclasses.replace(cfg, shift=0), demos, resume=False)
     a, b = task.batch(0, 0, torch.device("cpu")), plain.batch(0, 0, torch.device("cpu"))
     assert torch.equal(a["actions"], b["actions"]) and torch.equal(a["index"], b["index"])
     assert a["frames"].shape == b["frames"].shape and not torch.equal(a["frames"], b["frames"])
     with pytest.raises(ConfigError, match="shift must be in 0..16"):
         TrainConfig(data=["x"], out="y", shift=40)
     for kind in ("jitter", "randconv", "overlay"):  # an augmentation changes the scene of some frames, never the labels
-        c = bc.CarRacingTask(dataclasses.replace(cfg, shift=0, augment=kind), demos, resume=False).batch(0, 0, torch.device("cpu"))
+        c = bc.CarRacingTrainable(dataclasses.replace(cfg, shift=0, augment=kind), demos, resume=False).batch(0, 0, torch.device("cpu"))
         assert torch.equal(c["actions"], b["actions"]) and torch.equal(c["frames"][:, 84:], b["frames"][:, 84:])
         assert not torch.equal(c["frames"], b["frames"]), kind
-
-
-def test_closed_loop_selection_keeps_the_weights_that_drove_best(tmp_path, tiny_demos_continuous):
-    from agents.training.closed_loop import closed_loop_return
-    from agents.evaluation.evaluate import describe_run
-
-    out = tmp_path / "sel"
-    cfg = TrainConfig(data=[tiny_demos_continuous], out=str(out), head="gru", window=2, epochs=3, batch_size=8,
-                      lr=3e-3, select_episodes=2, select_steps=150, seed=3)
-    m = train(cfg, quiet=True)
-    returns = [r["val_return"] for r in m["history"]]
-    losses = [r["val_loss"] for r in m["history"]]
-    assert len(returns) == 3 and np.argmax(returns) != np.argmin(losses)  # here the two criteria disagree
-    assert m["best"]["val_return"] == max(returns)  # chosen by driving, not by the validation loss
-    # best.safetensors is those weights: driving them again gives the same return
-    assert closed_loop_return(load_run(out, "best"), [20_000, 20_001], 150) == pytest.approx(max(returns))
-    assert {20_000, 20_001} <= set(describe_run(str(out), "best").training_seeds)  # not held out any more
 
 
 def test_batches_made_ahead_are_the_batches_made_when_asked(tiny_demos_continuous, tmp_path):
@@ -611,10 +517,10 @@ def test_batches_made_ahead_are_the_batches_made_when_asked(tiny_demos_continuou
     demos = batches.Demos.load(cfg.data)
     cfg = bc.resolve_config(cfg, demos, None)
     assert cfg.stride_jitter == 3  # NAC's continuous recipe: the frame-gap mix, drawn per batch
-    n = bc.CarRacingTask(cfg, demos, resume=False).batches_per_epoch()
+    n = bc.CarRacingTrainable(cfg, demos, resume=False).batches_per_epoch()
     cpu = torch.device("cpu")
     got = {ahead: [(b, batch) for epoch in (0, 1) for b, batch, _ in
-                   prepared(bc.CarRacingTask(cfg, demos, resume=False), epoch, list(range(n)), cpu, ahead)] for ahead in (0, 3)}
+                   prepared(bc.CarRacingTrainable(cfg, demos, resume=False), epoch, list(range(n)), cpu, ahead)] for ahead in (0, 3)}
     assert len(got[0]) == len(got[3]) == 2 * n
     for (b0, x), (b3, y) in zip(got[0], got[3]):
         assert b0 == b3 and x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)

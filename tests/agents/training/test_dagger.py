@@ -8,95 +8,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from agents.training.tasks import train
+from agents.training.trainers import train
 from agents.training.loop import TrainConfig
-from agents.carracing.env import make_env
-from agents.carracing.measures import sharpest_bend
 from agents.carracing.state import STATE_FIELDS
 from agents.carracing.seeds import CHECK_SEED
 from agents.training.dagger import dagger
 from agents.training.dagger_config import DaggerConfig
-from agents.training.rounds import (LOST_TILES, clean_mean_return, more_rounds, rollout_perturbation, rollout_returns, round_seeds, selected_weights,
-                                    wants_check)
-from agents.training.mixing import MixedDriver
+from agents.training.rounds import (LOST_TILES, rollout_returns, selected_weights)
 from agents.training import dagger as dagger_module
 from agents.driving.policy import DrivingPolicy
 from datasets.demos import DemoSet
 from nac import ConfigError
-
-
-class _Fixed:
-    def __init__(self, action):
-        self.action, self.seen = action, 0
-
-    def reset(self):
-        self.seen = 0
-
-    def select_action(self, obs):
-        self.seen += 1
-        return self.action
-
-
-def test_beta_mixing_executes_the_expert_that_often_and_both_see_every_frame():
-    policy, expert = _Fixed(1), _Fixed(3)
-    mix = MixedDriver(policy, expert, beta=0.25, seed=0)
-    executed = [mix.select_action(None) for _ in range(2000)]
-    assert mix.label == 3 and policy.seen == expert.seen == 2000
-    assert np.mean(np.array(executed) == 3) == pytest.approx(0.25, abs=0.03)
-
-
-class _Speeding(_Fixed):
-    """An expert whose car is `excess` u/s over its target speed, as the track expert reports it."""
-
-    def __init__(self, action, excess):
-        super().__init__(action)
-        self.excess = list(excess)
-        self.speed_excess = float("nan")
-
-    def select_action(self, obs):
-        self.speed_excess = self.excess[self.seen]
-        return super().select_action(obs)
-
-
-def _car(speed):
-    """A stand-in environment whose car moves at `speed` (all the gate reads of it besides the wheels)."""
-    from types import SimpleNamespace
-
-    car = SimpleNamespace(hull=SimpleNamespace(linearVelocity=(0.0, speed)))
-    return SimpleNamespace(unwrapped=SimpleNamespace(car=car))
-
-
-def test_the_takeover_gate_lets_the_expert_drive_while_the_car_is_too_fast_off_the_road_or_stalled_and_a_hold_after(monkeypatch):
-    from agents.training import mixing
-
-    off_road = {"wheels": 0}
-    monkeypatch.setattr(mixing, "wheels_off_road", lambda env: off_road["wheels"])
-    hold, after = mixing.TAKEOVER_HOLD, mixing.STALL_AFTER
-    # too fast on steps 5..6, a wheel off the road on step 30, stalled from step 90: the expert drives then and `hold` steps after each
-    excess = [0.0] * 5 + [20.0, 20.0] + [0.0] * 93
-    policy, expert, env = _Fixed(1), _Speeding(3, excess), _car(30.0)
-    mix = MixedDriver(policy, expert, beta=0.0, seed=0, takeover=15.0, env=env)
-    executed = []
-    for t in range(len(excess)):
-        off_road["wheels"] = 1 if t == 30 else 0
-        env.unwrapped.car.hull.linearVelocity = (0.0, 30.0 if t < 90 else 1.0)
-        executed.append(mix.select_action(None))
-    by_expert = [t for t, a in enumerate(executed) if a == 3]
-    assert by_expert == [*range(5, 7 + hold), *range(30, 31 + hold), *range(90, 100)]
-    assert mix.expert_steps == len(by_expert) and policy.seen == expert.seen == len(excess)
-    mix.reset()
-    assert mix.expert_steps == 0
-    # the car starts from rest: no stall in the first STALL_AFTER steps
-    still = MixedDriver(_Fixed(1), _Speeding(3, [0.0] * (after + 1)), beta=0.0, seed=0, takeover=15.0, env=_car(0.0))
-    assert [still.select_action(None) for _ in range(after + 1)] == [1] * after + [3]
-    # without the gate the same drive is the policy's alone; an expert without a target speed (NaN) gates on the wheels and stalls only
-    plain = MixedDriver(_Fixed(1), _Speeding(3, excess), beta=0.0, seed=0)
-    assert all(plain.select_action(None) == 1 for _ in excess)
-    blind = MixedDriver(_Fixed(1), _Speeding(3, [float("nan")] * 10), beta=0.0, seed=0, takeover=15.0, env=_car(30.0))
-    off_road["wheels"] = 0
-    assert all(blind.select_action(None) == 1 for _ in range(10))
-    with pytest.raises(ConfigError, match="takeover must be >= 0"):
-        DaggerConfig(run="x", takeover=-1)
 
 
 def test_a_round_records_expert_labels_and_trains_on(tiny_demos, tmp_path):
@@ -181,85 +103,6 @@ def test_a_moved_config_keeps_data_that_still_resolves_and_takes_its_own_along(t
     # the run's own folder is named as the run folder is given, which dagger's own path (run / "dagger") matches: given as
     # new/../new/run it was normalised to new/run/dagger, and dagger added its rollouts a second time ("given twice")
     assert cfg.moved_to("new/../new/run").data[2] == str(Path("new/../new/run") / "dagger")
-
-
-def test_more_rounds_go_on_while_the_rollouts_or_the_checked_weights_fall_short_up_to_the_cap():
-    cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=3)
-
-    def checked(*worsts, rollouts=905.0):
-        """Trained rounds whose weights drove three check episodes, one of them as `worsts` gives (return, share of the tiles), the
-        others at 915 with every tile; each round's one clean rollout (seed = round) returned `rollouts`."""
-        rounds = [{"round": i + 1, "trained": True, "seeds": [i + 1],
-                   "check": {"returns": [915.0, w, 912.0], "tiles": [1.0, t, 1.0], "mean_return": (1827.0 + w) / 3}}
-                  for i, (w, t) in enumerate(worsts)]
-        return rounds, [{"seed": i + 1, "return": rollouts, "perturb": None} for i in range(len(worsts))]
-
-    def more(cfg, done, rounds, episodes):
-        return more_rounds(cfg, rounds, done, episodes)
-
-    lost, slow, fine = (711.4, 0.81), (861.8, 0.962), (905.0, 1.0)  # a track lost; the longest check track a few tiles short at step 1000
-    assert more(cfg, 2, *checked(fine, lost))  # a lost track (and a mean of 846.1): a third round
-    low = DaggerConfig(run="x", rounds=2, until=800.0, max_rounds=4, check=3)
-    assert more(low, 2, *checked(fine, lost)) and not more(low, 2, *checked(lost, fine))  # the lost track alone
-    assert not more(cfg, 2, *checked(lost, slow))  # slow on a long track, not lost, a mean of 896.3, rollouts at 905: done
-    # the same weights after rollouts averaging 669.9 (the 65 u/s seed-2 draw, which then lost two held-out tracks): a third round
-    assert more(cfg, 2, *checked(lost, slow, rollouts=669.9))
-    # every track kept, but a mean below until: another round
-    assert more(DaggerConfig(run="x", rounds=2, until=900.0, max_rounds=4, check=3), 2, *checked(fine, slow))
-    assert more(cfg, 3, *checked(fine, lost, lost)) and not more(cfg, 4, *checked(fine, lost, lost, lost))  # the cap
-    # the edge: LOST_TILES itself is kept
-    assert not more(cfg, 2, *checked(fine, (880.0, LOST_TILES))) and more(cfg, 2, *checked(fine, (880.0, LOST_TILES - 0.01)))
-
-    def unchecked(done, rollouts=905.0):
-        rounds, episodes = checked(*[fine] * (done - 1), rollouts=rollouts)
-        return rounds + [{"round": done, "trained": True, "seeds": [done]}], episodes + [{"seed": done, "return": rollouts, "perturb": None}]
-
-    # a check is wanted once per trained round that more_rounds judges: from `rounds` on, below the cap, not yet checked, and not
-    # when the round's rollouts call for another round already
-    assert [wants_check(cfg, unchecked(done)[0], done, unchecked(done)[1]) for done in (1, 2, 3, 4)] == [False, True, True, False]
-    assert not wants_check(cfg, unchecked(2, rollouts=669.9)[0], 2, unchecked(2, rollouts=669.9)[1])
-    rounds, episodes = checked(fine, lost)
-    assert not wants_check(cfg, rounds, 2, episodes)  # checked already (an interrupted job resumes past it)
-    # a check stored before checks kept each episode's tiles is driven again: the rule needs them
-    del rounds[-1]["check"]["tiles"]
-    assert wants_check(cfg, rounds, 2, episodes)
-    assert not wants_check(DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=0), unchecked(2)[0], 2, unchecked(2)[1])
-    assert not wants_check(DaggerConfig(run="x", rounds=2), unchecked(2)[0], 2, unchecked(2)[1])  # no until: nothing to judge
-    with pytest.raises(ConfigError, match="check must be >= 0"):
-        DaggerConfig(run="x", check=-1)
-
-
-def test_with_check_0_more_rounds_go_on_while_the_last_rollouts_fall_short_up_to_the_cap():
-    cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=3, check=0)
-
-    def trained(*means, perturbed=None):
-        """Trained rounds of one clean rollout each (seed = round), returning these means; `perturbed`: one more
-        rollout per round, driven under jitter=3, returning that."""
-        rounds = [{"round": i + 1, "trained": True, "seeds": [i + 1, 100 + i + 1]} for i in range(len(means))]
-        episodes = [{"seed": i + 1, "return": m, "perturb": None} for i, m in enumerate(means)]
-        if perturbed is not None:
-            episodes += [{"seed": 100 + i + 1, "return": perturbed, "perturb": "jitter=3"} for i in range(len(means))]
-        return rounds, episodes
-
-    assert more_rounds(cfg, [], 0, []) and more_rounds(cfg, *_split(trained(700.0), 1))  # the rounds asked for, whatever their rollouts
-    assert more_rounds(cfg, *_split(trained(910.0, 716.3), 2))  # the second round's rollouts fell short: a third
-    assert not more_rounds(cfg, *_split(trained(910.0, 904.2), 2))  # they did not: done
-    assert not more_rounds(cfg, *_split(trained(910.0, 716.3, 700.0), 3))  # the cap
-    assert not more_rounds(DaggerConfig(run="x", rounds=2), *_split(trained(910.0, 716.3), 2))  # no until: exactly `rounds`
-    # the clean rollouts judge, not those driven under a perturbation (which crash by design)
-    assert not more_rounds(cfg, *_split(trained(910.0, 925.6, perturbed=126.7), 2))
-    rounds, episodes = trained(910.0, 925.6, perturbed=126.7)
-    only_perturbed = [e for e in episodes if e["perturb"]]
-    assert not more_rounds(cfg, rounds, 2, only_perturbed)  # no clean rollout in the round: nothing to judge by
-    episodes = [{"seed": 10, "return": 925.0, "perturb": None}, {"seed": 11, "return": 126.0, "perturb": "jitter=3"},
-                {"seed": 12, "return": 905.0, "perturb": None}, {"seed": 99, "return": 0.0, "perturb": None}]
-    assert clean_mean_return(episodes, [10, 11, 12]) == 915.0 and np.isnan(clean_mean_return(episodes, [11]))
-    rounds, episodes = trained(910.0, 904.2)
-    begun = [*rounds, {"round": 3, "trained": False, "seeds": [3]}]
-    assert more_rounds(cfg, begun, 2, episodes)  # a round begun (rollouts recorded, then interrupted) is finished, whatever came after
-    for bad, match in (({"until": -1.0}, "until must be >= 0"), ({"until": 880.0, "max_rounds": 2}, "must be more than rounds")):
-        with pytest.raises(ConfigError, match=match):
-            DaggerConfig(run="x", rounds=2, **bad)
 
 
 def test_an_extra_round_follows_checked_weights_below_until_and_is_marked(tiny_demos, tmp_path):
@@ -365,54 +208,6 @@ def test_with_check_0_an_extra_round_follows_the_rollouts(tiny_demos, tmp_path):
     assert [r["round"] for r in state["rounds"]] == [1, 2] and not any("check" in r for r in state["rounds"])
 
 
-def _split(trained, done):
-    """(rounds, episodes) and the count of trained rounds, as more_rounds takes them."""
-    rounds, episodes = trained
-    return rounds, done, episodes
-
-
-class _Counting:
-    """A policy that takes timestamps, as DrivingPolicy does, and counts the frames it was given."""
-
-    def __init__(self):
-        self.times = []
-
-    def reset(self):
-        self.times = []
-
-    def select_action(self, frame, timestamp=None):
-        self.times.append(timestamp)
-        return 1
-
-
-def test_a_perturbed_rollout_policy_sees_fewer_frames_the_same_ones_each_episode_while_the_expert_labels_all():
-    from agents.carracing.perturb import PerturbedPolicy, parse
-
-    policy = _Counting()
-    mix = MixedDriver(PerturbedPolicy(policy, parse("jitter=3"), continuous=False, seed=7), _Fixed(3), beta=0.0, seed=0)
-    seen = []
-    for _ in range(2):
-        mix.reset()  # as run_episode resets its driver: without a seed, so the wrapper keeps the rollout's
-        executed = [mix.select_action(np.zeros((4, 4, 3), np.uint8)) for _ in range(300)]
-        seen.append(list(policy.times))
-        assert mix.label == 3 and mix.expert.seen == 300 and set(executed) == {1}
-    assert seen[0] == seen[1] and 100 < len(seen[0]) < 200  # frames 1..3 steps apart: about half of them, on the same steps
-    assert seen[0][:1] == [0.0] and all(0 < b - a <= 3 / 50 + 1e-9 for a, b in zip(seen[0], seen[0][1:]))
-    other = MixedDriver(PerturbedPolicy(_Counting(), parse("jitter=3"), continuous=False, seed=8), _Fixed(3), beta=0.0, seed=0)
-    other.reset()
-    for _ in range(300):
-        other.select_action(np.zeros((4, 4, 3), np.uint8))
-    assert other.policy.policy.times != seen[0]  # another rollout seed, other arrivals
-
-
-def test_auto_perturbs_the_rollouts_as_the_run_s_windows_gap_its_frames():
-    assert rollout_perturbation("auto", stride_jitter=3) == "jitter=3"  # NAC or CfC on the gap mix of 1..3 steps
-    assert rollout_perturbation("auto", stride_jitter=1) is None  # regular windows: clean rollouts
-    assert rollout_perturbation("none", stride_jitter=3) is None
-    assert rollout_perturbation("drop=0.2", stride_jitter=1) == "drop=0.2"
-    assert DaggerConfig(run="x").perturb == "auto"
-
-
 def test_dagger_needs_a_training_run(tmp_path):
     with pytest.raises(ConfigError, match="not a training run"):
         dagger(DaggerConfig(run=str(tmp_path)))
@@ -422,12 +217,6 @@ def test_dagger_needs_a_training_run(tmp_path):
         DaggerConfig(run="x", off_road_steps=-1)
     with pytest.raises(ConfigError, match="unknown perturbation 'shake'.*; or auto"):
         DaggerConfig(run="x", perturb="shake=2")
-
-
-def test_a_checks_summary_names_its_worst_episode_and_least_tiles():
-    from agents.training.rounds import check_worst
-    assert check_worst({"returns": [915.0, 711.4], "tiles": [1.0, 0.811]}) == "worst 711.4, least tiles 81%"
-    assert check_worst({"returns": [915.0, 864.7]}) == "worst 864.7"  # a check kept before tiles were: its returns alone
 
 
 def test_rollouts_stepped_together_are_each_the_rollout_it_would_be_alone(tiny_demos, tmp_path):
@@ -451,43 +240,3 @@ def test_rollouts_stepped_together_are_each_the_rollout_it_would_be_alone(tiny_d
             assert np.array_equal(getattr(x, name), getattr(y, name), equal_nan=name == "state"), name
     assert dagger_module.rollout_batches([1, 2, 3, 4, 5, 6, 7], "jitter=3", 2) == [(2, 4), (6,), (1,), (3,), (5,), (7,)]
     assert dagger_module.rollout_batches([1, 2, 3], None, 5) == [(1, 2, 3)]
-
-
-def test_a_rollout_that_has_ended_in_a_batch_labels_and_draws_no_more():
-    class _Batch:
-        def reset_batch(self, seeds):
-            pass
-
-        def select_actions(self, frames):
-            return [1] * len(frames)
-
-    class _Quiet:
-        def before_step(self, *a):
-            pass
-
-        def after_step(self, *a):
-            pass
-
-    experts = [_Fixed(3), _Fixed(3)]
-    batch = dagger_module.BatchMixedDriver(_Batch(), [MixedDriver(None, e, beta=0.999, seed=i) for i, e in enumerate(experts)])
-    batch.reset_batch([0, 1])
-    observers = batch.observers([_Quiet(), _Quiet()])
-    assert batch.select_actions(np.zeros((2, 1))) == [3, 3]
-    observers[0].after_step(None, 0.0, True, False, {})  # episode 0 ends; episode 1 goes on
-    observers[1].after_step(None, 0.0, False, False, {})
-    assert batch.select_actions(np.zeros((2, 1)))[1] == 3
-    assert (experts[0].seen, experts[1].seen) == (1, 2) and [m.expert_steps for m in batch.mixes] == [1, 2]
-
-
-def test_with_bend_each_round_drives_the_next_tracks_with_such_a_bend():
-    every = DaggerConfig(run="x", episodes=3, seed_start=10000)
-    assert round_seeds(every, 1) == [10000, 10001, 10002] and round_seeds(every, 2) == [10003, 10004, 10005]
-    hairpins = DaggerConfig(run="x", episodes=2, seed_start=10000, bend=150.0)
-    env = make_env(pixels=False)
-    first, second = round_seeds(hairpins, 1), round_seeds(hairpins, 2)
-    assert first[0] < first[1] < second[0] < second[1]
-    for seed in range(10000, second[1] + 1):
-        env.reset(seed=seed)
-        assert (sharpest_bend(env) >= 150.0) == (seed in first + second)
-    with pytest.raises(ConfigError, match="bend must be in \\[0, 180\\) degrees"):
-        DaggerConfig(run="x", bend=180.0)

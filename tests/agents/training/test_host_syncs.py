@@ -13,7 +13,7 @@ from torch import nn
 from agents.training import bc
 from agents.training.distributed import Dist
 from agents.training.loop import LOG_EVERY, Stepper, TrainConfig, fit, prepared
-from agents.training.udacity import UdacityTask
+from agents.training.udacity import UdacityTrainable
 from nac.driving import Dropout
 
 REAL = str(Path(__file__).parents[2] / "data" / "udacity-real")
@@ -39,10 +39,10 @@ def host_reads(monkeypatch):
     return seen
 
 
-def _carracing(demos: str, tmp_path: Path, **train) -> tuple[bc.CarRacingTask, TrainConfig]:
+def _carracing(demos: str, tmp_path: Path, **train) -> tuple[bc.CarRacingTrainable, TrainConfig]:
     loaded = bc.Demos.load([demos], quiet=True)
     cfg = bc.resolve_config(TrainConfig(data=[demos], out=str(tmp_path / "r"), window=4, epochs=1, seed=1, **train), loaded, None)
-    return bc.CarRacingTask(cfg, loaded, resume=False), cfg
+    return bc.CarRacingTrainable(cfg, loaded, resume=False), cfg
 
 
 def _reads_per_step(task, cfg: TrainConfig, host_reads: list[str], steps: int = 4) -> list[list[str]]:
@@ -86,7 +86,7 @@ def test_a_brake_gate_step_reads_nothing_back(tiny_demos_continuous, tmp_path, h
 def test_a_udacity_step_reads_nothing_back(tmp_path, host_reads, head):
     cfg = TrainConfig(data=[REAL], out=str(tmp_path / "u"), task="udacity", head=head, batch_size=4,
                       net={"d_model": 20, "num_heads": 4, "speed_output": True} if head == "nac" else {})
-    assert _reads_per_step(UdacityTask(cfg, quiet=True), cfg, host_reads, steps=2) == [[]] * 2
+    assert _reads_per_step(UdacityTrainable(cfg, quiet=True), cfg, host_reads, steps=2) == [[]] * 2
 
 
 def test_the_loop_reads_the_device_only_every_log_every_steps(tiny_demos_continuous, tmp_path, host_reads, monkeypatch):

@@ -9,26 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from agents.training.tasks import train
+from agents.training.trainers import train
 from agents.training.loop import TrainConfig
 from agents.training.udacity import SteeringPolicy
-from nac import ConfigError
-from nac.pilotnet import DENSE, PilotNet, PilotNetConfig
+from nac.pilotnet import DENSE
 
 REAL = str(Path(__file__).parents[2] / "data" / "udacity-real")
-
-
-def test_pilotnet_dense_is_pilotnets_own_layers():
-    net = PilotNet(PilotNetConfig(head=DENSE))
-    assert net.head is None
-    assert [m.out_features for m in net.dense if isinstance(m, torch.nn.Linear)] == [100, 50, 10]
-    assert net.dense[0].in_features == 64 * 18
-    y, speed = net(torch.randint(0, 255, (3, 3, 66, 200), dtype=torch.uint8))
-    assert y.shape == (3,) and (y.abs() < 1).all() and speed is None
-    y.sum().backward()
-    assert net.cnn[0].weight.grad is not None and net.dense[0].weight.grad.abs().sum() > 0
-    with pytest.raises(ConfigError, match="unknown head 'mlp'; choose one of dense, nac"):
-        PilotNetConfig(head="mlp")
 
 
 @pytest.mark.parametrize("head", [DENSE, "nac"])
@@ -54,28 +40,6 @@ def test_a_speed_output_learns_the_recorded_speed_beside_the_steering(tmp_path):
     assert 0 < policy.last["speed"] < 40 and -1 < policy.last["steering"] < 1
 
 
-@pytest.mark.parametrize("head", ["nac", "mha"])
-def test_a_registry_head_knows_where_in_the_image_a_feature_lies(head, tmp_path):
-    """Attention and the mean over columns are blind to order: without the position embedding, a map
-    whose columns are reversed (a road on the other side) gives the same steering."""
-    torch.manual_seed(0)
-    fmap = torch.randn(2, 64, 1, 18)
-    mirrored = fmap.flip(-1)
-    for positions in (False, True):
-        net = PilotNet(PilotNetConfig(head=head, d_model=16, num_heads=4, positions=positions)).eval()
-        with torch.no_grad():
-            a, b = net.read_map(fmap), net.read_map(mirrored)
-        assert torch.allclose(a, b, atol=1e-5) != positions, positions
-    net = PilotNet(PilotNetConfig(head=head, d_model=16, num_heads=4, positions=False))
-    net.save(tmp_path / "old", "best", {"train": {}})  # as runs were saved before the option: no "positions" in config.json
-    cfg = json.loads((tmp_path / "old/config.json").read_text())
-    del cfg["net"]["positions"]
-    (tmp_path / "old/config.json").write_text(json.dumps(cfg))
-    old = PilotNet.load(tmp_path / "old")
-    assert not old.config.positions and not hasattr(old, "positions")
-
-
-
 def test_two_data_parallel_processes_end_with_the_same_weights(tmp_path):
     """torchrun, two gloo processes, a PilotNet run on the real recording: the gradients are synchronised through
     DistributedDataParallel, so every rank's parameters are the same after training (rank 0 saves its own), and the
@@ -87,10 +51,10 @@ def test_two_data_parallel_processes_end_with_the_same_weights(tmp_path):
     ranks = ranks_digests(cfg)
     assert len(ranks) == 2 and ranks[0]["digest"] == ranks[1]["digest"]
     # each validated half of the rows and both got the figures of them all, those one process finds
-    from agents.training.udacity import UdacityTask
+    from agents.training.udacity import UdacityTrainable
     from nac.pilotnet import PilotNet
 
-    task = UdacityTask(TrainConfig.from_dict(json.loads((tmp_path / "ddp" / "config.json").read_text())["train"]), quiet=True)
+    task = UdacityTrainable(TrainConfig.from_dict(json.loads((tmp_path / "ddp" / "config.json").read_text())["train"]), quiet=True)
     task.net = PilotNet.load(tmp_path / "ddp", "last")
     alone = task.validate(torch.device("cpu"))
     assert ranks[0]["validation"] == ranks[1]["validation"] and alone.keys() == ranks[0]["validation"].keys()
@@ -100,20 +64,20 @@ def test_two_data_parallel_processes_end_with_the_same_weights(tmp_path):
 def test_udacity_batches_made_ahead_are_the_batches_made_when_asked(tmp_path):
     """Decoded by several threads and prepared ahead of the step: the same images, augmentations and labels."""
     from agents.training.loop import prepared
-    from agents.training.udacity import UdacityTask
+    from agents.training.udacity import UdacityTrainable
 
     cfg = TrainConfig(data=[REAL], out=str(tmp_path / "u"), task="udacity", head=DENSE, batch_size=4, seed=5)
-    n = UdacityTask(cfg, quiet=True).batches_per_epoch()
-    got = {ahead: [batch for epoch in (0, 1) for _, batch, _ in prepared(UdacityTask(cfg, quiet=True), epoch, list(range(n)), torch.device("cpu"), ahead)]
+    n = UdacityTrainable(cfg, quiet=True).batches_per_epoch()
+    got = {ahead: [batch for epoch in (0, 1) for _, batch, _ in prepared(UdacityTrainable(cfg, quiet=True), epoch, list(range(n)), torch.device("cpu"), ahead)]
            for ahead in (0, 2)}
     assert len(got[0]) == 2 * n and all(torch.equal(x[k], y[k]) for x, y in zip(got[0], got[2]) for k in ("image", "steering", "speed"))
     assert not torch.equal(got[0][0]["image"], got[0][n]["image"])  # another epoch, other draws: the comparison is not of one batch
 
 
 def _first_batch(cfg: TrainConfig) -> int:
-    from agents.training.udacity import UdacityTask
+    from agents.training.udacity import UdacityTrainable
 
-    return len(UdacityTask(cfg, quiet=True).batch(0, 0, torch.device("cpu"))["image"])
+    return len(UdacityTrainable(cfg, quiet=True).batch(0, 0, torch.device("cpu"))["image"])
 
 
 def test_a_process_forked_after_training_decodes_images_too(tmp_path):

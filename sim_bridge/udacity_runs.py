@@ -3,7 +3,7 @@ seed) trained on one stand-in recording, every held-out episode driven as a user
 stand-in simulator (`sim`) through a bridge (`drive`) of its own, in another process.
 
 The grid, resume, scheduling, study.json and the report are agents.studies.study's; this module says how
-a Udacity study records, trains and drives (sim_bridge.study.UDACITY, an agents.studies.study.StudyKind).
+a Udacity study records, trains and drives (sim_bridge.udacity_runs.UDACITY, an agents.studies.study.StudyKind).
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import websocket
 
 from agents.driving.rollout import EpisodeResult
-from agents.studies.config import StudyConfig
+from agents.studies.grid import StudyConfig
 from agents.training.recipe import Recipe
 from agents.studies.study import StudyKind, episode_record, quiet_bars, train_resumable
 from agents.training.udacity import training_tracks
 from datasets.udacity import recorded_seeds
 from nac.config import ConfigError
-from sim_bridge.bench import free_port
+from sim_bridge.round_trips import free_port
 from sim_bridge.carracing_sim import drive_autonomous, record_training
 from sim_bridge.config import SimConfig
 
@@ -93,21 +93,27 @@ EPISODE_ATTEMPTS = 3  # a bridge that dies mid-episode (killed, out of memory) c
 
 
 def episode(job: tuple[str, float | None, int, int, float]) -> dict[str, Any]:
-    """One held-out episode (a task): a bridge process for the run, the stand-in drives through it.
-    The episode is deterministic, so one cut short by a lost bridge is driven again from its start."""
+    """One held-out episode (a work item): a bridge process for the run, the stand-in drives through it (episode_once),
+    driven again where the bridge was lost."""
+    return driven_again(episode_once, job)
+
+
+def driven_again(drive: Callable[[Any], dict[str, Any]], job: tuple[str, float | None, int, int, float]) -> dict[str, Any]:
+    """drive(job), again from its start while a lost bridge cuts it short (the episode is deterministic), up to
+    EPISODE_ATTEMPTS times."""
     for attempt in range(1, EPISODE_ATTEMPTS + 1):
         try:
-            return _episode_once(job)
+            return drive(job)
         except (OSError, RuntimeError, websocket.WebSocketException) as exc:
             if attempt == EPISODE_ATTEMPTS:
                 raise RuntimeError(f"seed {job[3]}: the bridge failed {attempt} times ({type(exc).__name__}: {exc})") from None
     raise AssertionError("unreachable")
 
 
-def _episode_once(job: tuple[str, float | None, int, int, float]) -> dict[str, Any]:
+def episode_once(job: tuple[str, float | None, int, int, float]) -> dict[str, Any]:
     path, speed, max_steps, seed, turn_slowdown = job
     port = free_port()
-    code = "import sys; from sim_bridge.study import serve; serve(*sys.argv[1:])"
+    code = "import sys; from sim_bridge.udacity_runs import serve; serve(*sys.argv[1:])"
     proc = subprocess.Popen([sys.executable, "-c", code, path, str(port), str(speed), str(turn_slowdown)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:

@@ -1,8 +1,9 @@
-"""The training tasks by name, and `train`: the one entry point that runs a TrainConfig.
+"""The trainers by task name, and `train`: the one entry point that runs a TrainConfig.
 
-Each task's trainer builds its data and network and hands them to the shared loop
-(`agents.training.loop.fit`); the loop imports no task, so dependencies run one way:
-tasks -> bc / udacity -> training.
+A task (`TrainConfig.task`: carracing or udacity, agents.training.loop.TASKS) names what is learned; its
+trainer builds the data and network (a Trainable) and hands them to the shared loop
+(`agents.training.loop.fit`); the loop imports no trainer, so dependencies run one way:
+trainers -> bc / udacity -> loop.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from agents.training.udacity import train_udacity
 
 Trainer = Callable[[TrainConfig, bool, bool, bool], dict[str, Any]]
 
-TASKS: dict[str, Trainer] = {"carracing": train_carracing, "udacity": train_udacity}
+TRAINERS: dict[str, Trainer] = {"carracing": train_carracing, "udacity": train_udacity}
 
 
 def train(cfg: TrainConfig, resume: bool = False, quiet: bool = False, restart_best: bool = False) -> dict[str, Any]:
     """Train (or resume) a run of cfg.task; returns its metrics. restart_best: on resume, "best"
     is chosen among the checkpoints from here on (DAgger rounds)."""
-    return TASKS[cfg.task](cfg, resume, quiet, restart_best)
+    return TRAINERS[cfg.task](cfg, resume, quiet, restart_best)

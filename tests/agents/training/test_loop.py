@@ -31,7 +31,7 @@ class Line(nn.Module):
         save_checkpoint(run, {"task": "carracing", **extra}, self.state_dict(), name)  # as a run folder is
 
 
-class LineTask:
+class LineTrainable:
     """y = 3 x0 - 2 x1 + 1 from fixed batches; `stop_at` raises Ctrl-C at that step, `nan_at` returns NaN."""
 
     label = "line"
@@ -70,13 +70,13 @@ def _cfg(out: Path, epochs: int = 5) -> TrainConfig:
     return TrainConfig(data=["-"], out=str(out), epochs=epochs, lr=0.05, seed=3, checkpoint_seconds=1e9)
 
 
-def _fit(task: LineTask, cfg: TrainConfig, resume: bool = False) -> dict:
+def _fit(task: LineTrainable, cfg: TrainConfig, resume: bool = False) -> dict:
     task.extra = {"train": asdict(cfg)}
     return fit(task, prepare_run(cfg, resume) if resume else cfg, Dist(), torch.device("cpu"), resume=resume, quiet=True)
 
 
 def test_fit_learns_and_keeps_the_best_weights(tmp_path):
-    m = _fit(LineTask(), _cfg(tmp_path / "r"))
+    m = _fit(LineTrainable(), _cfg(tmp_path / "r"))
     losses = [r["val_loss"] for r in m["history"]]
     assert m["epochs"] == 5 and m["steps"] == 40 and m["finished"] and len(losses) == 5
     assert losses[-1] < losses[0] / 5
@@ -84,16 +84,16 @@ def test_fit_learns_and_keeps_the_best_weights(tmp_path):
     net = Line()
     net.load_state_dict(best)
     with torch.no_grad():  # best.safetensors holds the weights of the lowest validation loss
-        assert float(((net(LineTask().vx) - LineTask().vy) ** 2).mean()) == pytest.approx(min(losses), rel=1e-5)
+        assert float(((net(LineTrainable().vx) - LineTrainable().vy) ** 2).mean()) == pytest.approx(min(losses), rel=1e-5)
     assert json.loads((tmp_path / "r" / "metrics.json").read_text())["best"]["val_loss"] == min(losses)
 
 
 def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path):
-    whole = LineTask()
+    whole = LineTrainable()
     _fit(whole, _cfg(tmp_path / "whole"))
     with pytest.raises(KeyboardInterrupt, match="training interrupted at step 19; 'nacdrive train --out .* --resume' continues"):
-        _fit(LineTask(stop_at=19), _cfg(tmp_path / "cut"))
-    resumed = LineTask()
+        _fit(LineTrainable(stop_at=19), _cfg(tmp_path / "cut"))
+    resumed = LineTrainable()
     m = _fit(resumed, _cfg(tmp_path / "cut"), resume=True)
     assert m["steps"] == 40 and resumed.steps == 21  # only the steps the interruption left
     _, a = load_checkpoint(tmp_path / "whole", name="last")
@@ -103,11 +103,11 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_p
 
 def test_a_loss_that_is_not_finite_stops_the_run_and_says_what_to_do(tmp_path):
     with pytest.raises(TrainingDiverged, match=r"line diverged: the training loss is nan at epoch 1, batch 3 .*Lower --lr"):
-        _fit(LineTask(nan_at=3), _cfg(tmp_path / "r"))
+        _fit(LineTrainable(nan_at=3), _cfg(tmp_path / "r"))
 
 
 def test_a_run_is_never_overwritten_and_only_a_run_resumes(tmp_path):
-    _fit(LineTask(), _cfg(tmp_path / "r", epochs=1))
+    _fit(LineTrainable(), _cfg(tmp_path / "r", epochs=1))
     with pytest.raises(ConfigError, match="is not empty; use --resume"):
         prepare_run(_cfg(tmp_path / "r"), resume=False)
     with pytest.raises(ConfigError, match="nothing to resume"):
@@ -123,28 +123,28 @@ def test_every_process_draws_its_own_dropout_and_one_process_the_same_as_before(
 
 def test_bfloat16_trains_on_the_cpu_through_the_same_loop(tmp_path):
     cfg = TrainConfig.from_dict({**asdict(_cfg(tmp_path / "bf16")), "precision": "bf16"})
-    m = _fit(LineTask(), cfg)
+    m = _fit(LineTrainable(), cfg)
     losses = [r["val_loss"] for r in m["history"]]
     assert m["finished"] and all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0] / 5
-    whole = _fit(LineTask(), _cfg(tmp_path / "fp32"))
+    whole = _fit(LineTrainable(), _cfg(tmp_path / "fp32"))
     assert losses != [r["val_loss"] for r in whole["history"]]  # another arithmetic, not float32 under another name
 
 
 def test_a_float16_run_resumes_with_its_loss_scale_to_the_weights_of_an_uninterrupted_one(tmp_path):
     cfg = lambda out: TrainConfig.from_dict({**asdict(_cfg(out)), "precision": "fp16"})  # noqa: E731
-    _fit(LineTask(), cfg(tmp_path / "whole"))
+    _fit(LineTrainable(), cfg(tmp_path / "whole"))
     with pytest.raises(KeyboardInterrupt):
-        _fit(LineTask(stop_at=19), cfg(tmp_path / "cut"))
+        _fit(LineTrainable(stop_at=19), cfg(tmp_path / "cut"))
     saved = json.loads((tmp_path / "cut" / "train_state.json").read_text())["scaler"]
     assert saved["scale"] < 2.0 ** 16  # the scaler backed off from its initial scale before the interruption
-    _fit(LineTask(), cfg(tmp_path / "cut"), resume=True)
+    _fit(LineTrainable(), cfg(tmp_path / "cut"), resume=True)
     _, a = load_checkpoint(tmp_path / "whole", name="last")
     _, b = load_checkpoint(tmp_path / "cut", name="last")
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_the_resumable_state_alternates_between_two_files(tmp_path):
-    _fit(LineTask(), _cfg(tmp_path / "r", epochs=3))
+    _fit(LineTrainable(), _cfg(tmp_path / "r", epochs=3))
     run = tmp_path / "r"
     slots = [run / f"train_state.{k}.safetensors" for k in (0, 1)]
     assert all(p.is_file() for p in slots)  # each checkpoint went to the file the previous one did not

@@ -13,6 +13,7 @@ from agents.driving.executor import storage_path
 from agents.driving.rollout import Rollouts
 from agents.training.recipe import UDACITY_FIELDS, Recipe
 from agents.training.bc import net_config
+from agents.training.loop import TASKS
 from agents.training.dagger_config import FIRST_SEED
 from agents.training.udacity import TURN_SLOWDOWN
 from nac.config import ConfigError, need
@@ -20,7 +21,6 @@ from nac.heads import HEADS
 from nac.pilotnet import DENSE
 
 CLEAN = perturb.CLEAN
-TASKS = ("carracing", "udacity")
 
 
 @dataclass(kw_only=True)
