@@ -90,18 +90,13 @@ class TrackExpertConfig:
         optimistic and the look-ahead brakes where the simulated car would leave the road.
         """
         if continuous:
-            # Look-ahead 6 + 0.15 x speed keeps every wheel on the road (with 0.25 a wheel was off it on
-            # 5 % of steps, cutting the hairpins: policies imitating that line skip their tiles; docs/results.md).
-            # Top speed 75 u/s, so that it starts braking for a bend only once the bend is in the camera's frame
-            # (about 37 units ahead of the car): from 100 u/s it braked for bends 40-60 units ahead, out of sight,
-            # and the policies, braking late, left the road after long straights (docs/studies/recipe-expert-margin/README.md, 'A top speed').
+            # Look-ahead 6 + 0.15 x speed keeps every wheel on the road, so that a policy imitating the line touches every
+            # tile; the top speed of 75 u/s brakes for a bend only once it is in the camera's frame (about 37 units ahead),
+            # so that a policy sees why it brakes (docs/studies/recipe-expert-margin/README.md, 'A top speed').
             return cls(continuous=True, lookahead=6.0, lookahead_per_speed=0.15, lateral_accel=180.0, braking_decel=90.0, max_speed=75.0)
-        # Braking by the speed rule alone (plan_brake=False) at a target the car can hold (lateral_accel 280, not 430
-        # with the look-ahead braking where the simulated car would leave the road: its brakes came at speed excesses
-        # of -20..-5 u/s, so the recorded excess did not say when it braked), and the continuous expert's top speed,
-        # held by coasting: its brakes come for bends in the camera's frame and the excess labels each of them
-        # (docs/studies/discrete-heads/README.md, 'Discrete actions'). A racing line nearer the centreline (line_room 1.5) drove
-        # as well, but a wheel policy trained on it did worse (docs/studies/discrete-line-room), so 3.0 stays.
+        # The speed rule alone brakes (plan_brake=False), at a target the car can hold, so that the recorded speed excess
+        # says when each brake comes; the continuous expert's top speed, held by coasting; line_room 3.0, the line its wheel
+        # policies imitate best (docs/studies/discrete-heads/README.md, 'Discrete actions'; docs/studies/discrete-line-room).
         return cls(
             continuous=False, line_room=3.0, lookahead=9.0, lookahead_per_speed=0.15, lateral_accel=280.0,
             max_speed=75.0, speed_margin=BRAKE_EXCESS, coast=True, steer_tolerance=0.045, steer_hold=0.09,

@@ -95,5 +95,18 @@ def test_quickstart_flags_override_its_preset():
     assert (cfg.recipe["bc"]["epochs"], cfg.recipe["dagger"]["max_rounds"], cfg.seed) == (6, 4, 2)  # the preset's extra round kept
 
 
+def test_a_nested_config_gives_its_fields_flags_and_a_renamed_one_says_its_new_name(capsys):
+    """The recipe's parts give flat flags (--lr, --dagger-rounds), Rollouts' fields are every driving job's own (--ray
+    alone: a new local instance), and a flag of an older name ends in one line naming today's."""
+    args = build_parser().parse_args(["quickstart", "--dagger-off-road-steps", "40", "--noise", "0.1"])
+    assert field_values(args, args.recipe_fields, drop_unset=True) == {"dagger": {"off_road_steps": 40}, "demos": {"noise": 0.1}}
+    for command in (["evaluate", "r"], ["collect", "--out", "d"], ["dagger", "--run", "r"], ["expert", "eval"], ["study"]):
+        args = build_parser().parse_args([*command, "--ray", "--max-steps", "50", "--workers", "1"])
+        assert (args.ray, args.max_steps, args.workers) == ("local", 50, 1), command
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["quickstart", "--dagger-off-road", "40"])
+    assert "--dagger-off-road is gone: it is --dagger-off-road-steps now" in capsys.readouterr().err
+
+
 def test_the_command_reference_is_current():
     assert (ROOT / "docs" / "commands.md").read_text() == reference(), "run: python -m scripts.reference > docs/commands.md"
