@@ -248,13 +248,13 @@ class NAC(nn.Module):
         each step once and hands the windows of mapped steps to attend()."""
         return torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], -1)
 
-    def _project(self, e: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    def project(self, e: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """From embedded steps (B, T, 3 d_model): q, k, v (B, H, T, hd) and the query / key halves of the pair map
         (B, H, T, n+2)."""
         q, k, v = (self._split(p) for p in e.split(self.config.d_model, -1))
-        return (q, k, v, *self._pair_halves(q, k))
+        return (q, k, v, *self.pair_halves(q, k))
 
-    def _pair_halves(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+    def pair_halves(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         """The pair map applied to queries and keys separately: (B, H, T, n+2) each."""
         w = self.pair_in.masked_weight()  # (H, 2hd, n_inter + 2)
         hd = self.config.head_dim
@@ -276,7 +276,7 @@ class NAC(nn.Module):
             return topk_exact(q, k, rule, cfg.topk)
         return topk_sqrt(q, k, rule, cfg.topk, cfg.block_size)
 
-    def _attend(
+    def attend_selected(
         self,
         q: Tensor,
         uq: Tensor,
@@ -361,7 +361,7 @@ class NAC(nn.Module):
         if e.dim() != 3 or e.shape[-1] != 3 * cfg.d_model:
             raise ValueError(f"NAC.attend expects embedded steps of shape (B, T, {3 * cfg.d_model}), got {tuple(e.shape)}")
         b, t, _ = e.shape
-        q, k, v, uq, uk = self._project(e)
+        q, k, v, uq, uk = self.project(e)
         pos = torch.arange(t, device=e.device)
         if not sequences:  # only the last query is needed
             q, uq, pos_q = q[:, :, -1:], uq[:, :, -1:], pos[-1:]
@@ -369,7 +369,7 @@ class NAC(nn.Module):
         else:
             pos_q, tq = pos, timestamps
         rule = KeyRule(pos_q, pos, cfg.causal, cfg.window, key_padding_mask)
-        out, details = self._attend(q, uq, k, uk, v, tq, timestamps, rule)
+        out, details = self.attend_selected(q, uq, k, uk, v, tq, timestamps, rule)
         y = self._merge(out)  # (B, Tq, d_model)
         if not sequences:
             y = y[:, -1]
@@ -399,7 +399,7 @@ class NAC(nn.Module):
         may reach outside the window, and its centroid differs from the stream's.
         """
         cfg = self.config
-        q, k, v, uq, uk = self._project(self.embed(x_t.unsqueeze(1)))  # each (B, H, 1, .)
+        q, k, v, uq, uk = self.project(self.embed(x_t.unsqueeze(1)))  # each (B, H, 1, .)
         t_new = None if timestamp is None else timestamp.reshape(-1, 1).to(x_t.dtype)
         if state["k"] is not None and (state["t"] is None) != (t_new is None):
             raise ValueError("give a timestamp at every step of a stream or at none")
@@ -421,7 +421,7 @@ class NAC(nn.Module):
         # their absolute positions, so that sqrt's blocks line up with a full pass's.
         rule = KeyRule(torch.full((1,), n - 1, device=x_t.device), torch.arange(n - tk, n, device=x_t.device), causal=True,
                        first_key=n - tk)
-        out, details = self._attend(q, uq, state["k"], state["uk"], state["v"], t_new, state["t"], rule)
+        out, details = self.attend_selected(q, uq, state["k"], state["uk"], state["v"], t_new, state["t"], rule)
         y = self._merge(out)[:, 0]
         return (y, state, details) if return_details else (y, state)
 

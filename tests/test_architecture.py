@@ -59,13 +59,12 @@ def test_packages_import_one_way():
     assert not bad, bad
 
 
-def test_no_import_circle():
-    g = graph()
-    # Tarjan's strongly connected components: any component of two or more modules is a circle.
+def circles(g: dict[str, list[str]]) -> list[list[str]]:
+    """The import circles of a graph {module: modules it imports}: Tarjan's strongly connected components of two or more."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
-    circles: list[list[str]] = []
+    found: list[list[str]] = []
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
@@ -86,12 +85,23 @@ def test_no_import_circle():
                 if w == v:
                     break
             if len(comp) > 1:
-                circles.append(sorted(comp))
+                found.append(sorted(comp))
 
     for v in sorted(g):
         if v not in index:
             visit(v)
-    assert not circles, circles
+    return found
+
+
+def test_no_import_circle():
+    assert not circles(graph()), circles(graph())
+
+
+def test_the_circle_detector_finds_a_circle_and_nothing_else():
+    assert circles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"], "e": []}) == [["a", "b", "c"]]
+    assert circles({"a": ["b"], "b": ["c"], "c": [], "d": ["a", "c"]}) == []
+    with_ours = {**graph(), "agents.training.loop": [*graph()["agents.training.loop"], "agents.training.bc"]}  # loop -> bc -> loop
+    assert any({"agents.training.loop", "agents.training.bc"} <= set(c) for c in circles(with_ours))
 
 
 # agents/ in the order of the flow: each subpackage imports only from those before it (and nac, datasets)
@@ -119,9 +129,26 @@ def test_no_private_name_crosses_a_module():
     assert not bad, bad
 
 
+def private_names() -> set[str]:
+    """Every `_name` our source defines: module-level functions, classes and constants, methods, and attributes set on
+    self (dunders aside)."""
+    names = set()
+    for path in our_modules().values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return {n for n in names if n.startswith("_") and len(n) > 1 and not n.startswith("__")}
+
+
 def test_tests_use_no_private_name_of_ours():
-    """Tests hold the public behaviour: no `_name` of our modules imported or reached through a module."""
+    """Tests hold the public behaviour: no `_name` of our source imported, reached through a module or an object, or
+    named as a string (monkeypatch.setattr)."""
     modules = our_modules()
+    ours = private_names()
     bad = []
     for path in sorted((ROOT / "tests").rglob("*.py")):
         tree = ast.parse(path.read_text())
@@ -135,10 +162,16 @@ def test_tests_use_no_private_name_of_ours():
                         bad.append(f"{path.name}: from {node.module} import {a.name}")
                     elif f"{node.module}.{a.name}" in modules:
                         aliases.add(a.asname or a.name)
+        own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}  # a test's own helpers
+        own |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"}
         for node in ast.walk(tree):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
                     and node.attr.startswith("_") and not node.attr.startswith("__")):
                 bad.append(f"{path.name}:{node.lineno}: {node.value.id}.{node.attr}")
+            elif isinstance(node, ast.Attribute) and node.attr in ours and node.attr not in own:
+                bad.append(f"{path.name}:{node.lineno}: .{node.attr}")
+            elif isinstance(node, ast.Constant) and node.value in ours and node.value not in own:
+                bad.append(f"{path.name}:{node.lineno}: {node.value!r}")
     assert not bad, bad
 
 

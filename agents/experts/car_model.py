@@ -169,7 +169,7 @@ def nearest(pts: np.ndarray, i: int, x: float, y: float) -> int:
 @numba.njit(cache=True)
 def base_action(s: np.ndarray, consts: np.ndarray, pts: np.ndarray, seg: np.ndarray, v2: np.ndarray, centre: np.ndarray,
                 normal: np.ndarray, cfg: np.ndarray, idx: int, pulse: int) -> tuple[int, int, int]:
-    """TrackFollowingExpert._base_action for a discrete expert on the model's car: (action, its
+    """TrackFollowingExpert.base_action for a discrete expert on the model's car: (action, its
     index on the line, its steering pulse). cfg: lookahead, lookahead_per_speed, braking_decel,
     min_speed, max_speed, speed_margin, coast, steer_tolerance, steer_hold, wheelbase, road half-width,
     the most wheel angle off the road (RECOVER_LOCK)."""

@@ -118,8 +118,8 @@ class TrackFollowingExpert:
         if bool(env.unwrapped.continuous) != self.config.continuous:
             space = "continuous" if env.unwrapped.continuous else "discrete"
             raise ConfigError(f"track expert configured for the other action space than this {space} environment")
-        self._idx = 0
-        self._planner = _Lookahead(self.config.plan_horizon, self.config.plan_brake) if self.config.plan_horizon else None
+        self.line_index = 0
+        self.planner = _Lookahead(self.config.plan_horizon, self.config.plan_brake) if self.config.plan_horizon else None
         # after select_action: the front-wheel angle (radians, positive = left) its plan reaches PLAN_AHEAD steps
         # later (recorded with demonstrations as a smoother label than the pulses; NaN without a planner)
         self.planned_wheel_angle = math.nan
@@ -149,13 +149,13 @@ class TrackFollowingExpert:
         span = np.roll(self._seg_len, 2) + np.roll(self._seg_len, 1) + self._seg_len  # summed in this order as before
         v_curve = np.sqrt(self.config.lateral_accel / np.maximum(turn / np.maximum(span, 1e-3), 1e-4))
         self._v_curve_sq = (v_curve ** 2).tolist()
-        self._idx = 0
-        self._pulse = 0  # discrete: the steer action of the pulse under way (1 or 2), 0 if none
-        if self._planner is not None:
-            self._planner.reset(self, centre, normal)
+        self.line_index = 0
+        self.pulse = 0  # discrete: the steer action of the pulse under way (1 or 2), 0 if none
+        if self.planner is not None:
+            self.planner.reset(self, centre, normal)
 
     def _nearest(self, x: float, y: float) -> int:
-        n, pts, i = len(self._pts_list), self._pts_list, self._idx
+        n, pts, i = len(self._pts_list), self._pts_list, self.line_index
         best, best_d = i, math.inf
         for k in range(i - 5, i + 30):  # search near the last match: never jump laps
             px, py = pts[k % n]
@@ -163,10 +163,10 @@ class TrackFollowingExpert:
             d = dx * dx + dy * dy
             if d < best_d:  # the first of equal distances, as argmin
                 best, best_d = k % n, d
-        self._idx = best
+        self.line_index = best
         return best
 
-    def _beyond_edge(self, i: int, x: float, y: float) -> float:
+    def beyond_edge(self, i: int, x: float, y: float) -> float:
         """How far the point (x, y) is beyond the road's edge at centreline point i (negative: on the road)."""
         cx, cy, nx, ny = self._road[i]
         return abs((x - cx) * nx + (y - cy) * ny) - ROAD_HALF_WIDTH
@@ -192,12 +192,12 @@ class TrackFollowingExpert:
 
     def select_action(self, obs: Any = None) -> int | np.ndarray:
         car = self.env.unwrapped.car
-        if self._planner is not None:
-            action, self.planned_wheel_angle = self._planner.choose(self, car)
+        if self.planner is not None:
+            action, self.planned_wheel_angle = self.planner.choose(self, car)
             return action
-        return self._base_action(car)
+        return self.base_action(car)
 
-    def _base_action(self, car: Any) -> int | np.ndarray:
+    def base_action(self, car: Any) -> int | np.ndarray:
         """The action for a car (the environment's, or the planner's simulated one)."""
         cfg = self.config
         hull = car.hull
@@ -209,7 +209,7 @@ class TrackFollowingExpert:
         (fx, fy), (rx, ry) = hull.GetWorldVector((0, 1)), hull.GetWorldVector((1, 0))
         i = self._nearest(x, y)
         reach = cfg.lookahead + cfg.lookahead_per_speed * speed
-        beyond = self._beyond_edge(i, x, y)
+        beyond = self.beyond_edge(i, x, y)
         # Off the road the target is further ahead by the distance beyond the road's edge, so that the car comes back
         # at a slant instead of orbiting a point beside it.
         tx, ty = self._point_ahead(i, reach if beyond <= 0 else reach + beyond)
@@ -236,26 +236,26 @@ class TrackFollowingExpert:
             brake = float(np.clip(-cfg.brake_gain * err, 0.0, 0.8))
             return np.array([steer, gas, brake], dtype=np.float32)
         if speed > v_target + cfg.speed_margin:
-            self._pulse = 0
+            self.pulse = 0
             return 4
-        action = self._steer_pulse(delta, -float(car.wheels[0].joint.angle))
+        action = self.steer_pulse(delta, -float(car.wheels[0].joint.angle))
         # With coast, above the target speed no action replaces gas (the wheels unwind under either): a discrete car
         # cannot hold a speed, and this holds it near the target without braking
         return 0 if action == 3 and cfg.coast and speed > v_target else action
 
-    def _steer_pulse(self, delta: float, wheel: float) -> int:
+    def steer_pulse(self, delta: float, wheel: float) -> int:
         """Discrete steering towards the wheel angle delta (both right-positive), see the module doc."""
         cfg = self.config
-        if self._pulse == 1 and delta > 0 and wheel < delta + cfg.steer_hold:
+        if self.pulse == 1 and delta > 0 and wheel < delta + cfg.steer_hold:
             return 1
-        if self._pulse == 2 and delta < 0 and wheel > delta - cfg.steer_hold:
+        if self.pulse == 2 and delta < 0 and wheel > delta - cfg.steer_hold:
             return 2
-        self._pulse = 0
+        self.pulse = 0
         if delta > 0 and wheel < delta - cfg.steer_tolerance:
-            self._pulse = 1
+            self.pulse = 1
         elif delta < 0 and wheel > delta + cfg.steer_tolerance:
-            self._pulse = 2
-        return self._pulse or 3  # gas: engine on, wheels unwind towards straight
+            self.pulse = 2
+        return self.pulse or 3  # gas: engine on, wheels unwind towards straight
 
 
 def racing_line(centre: np.ndarray, normal: np.ndarray, room: float, iterations: int = 3000) -> np.ndarray:
@@ -300,7 +300,7 @@ class _Lookahead:
     def __init__(self, horizon: int, brake: bool = True) -> None:
         self.horizon = horizon
         self.candidates = self.CANDIDATES if brake else tuple(c for c in self.CANDIDATES if c[0] != 4)
-        self._weights = np.array([self.SPEED_WEIGHT, self.OFF_ROAD, self.LOST, self.LOST_BEYOND])
+        self.weights = np.array([self.SPEED_WEIGHT, self.OFF_ROAD, self.LOST, self.LOST_BEYOND])
         self._car: Any = None
 
     def reset(self, expert: "TrackFollowingExpert", centre: np.ndarray, normal: np.ndarray) -> None:
@@ -316,12 +316,12 @@ class _Lookahead:
         """The action, and the wheel angle its rollout reaches PLAN_AHEAD steps later."""
         if self._car is not real:  # a new episode's car: its masses, read once
             self._consts, self._car = car_model.car_constants(real), real
-        idx, pulse = expert._idx, expert._pulse
-        base = int(expert._base_action(real))
+        idx, pulse = expert.line_index, expert.pulse
+        base = int(expert.base_action(real))
         cands = [(base, 1)] + [c for c in self.candidates if c != (base, 1)]
         scores, ahead, lost = car_model.rollouts(
             car_model.car_state(real, self._consts), self._consts, car_model.WHEEL_ANCHORS, *self.line, self.centre,
-            self.normal, self.cfg, np.array(cands, dtype=np.int64), idx, pulse, self.horizon, PLAN_AHEAD, self._weights)
+            self.normal, self.cfg, np.array(cands, dtype=np.int64), idx, pulse, self.horizon, PLAN_AHEAD, self.weights)
         if lost.all():
             # No alternative is back on the road at the horizon: the score (distance along the line) cannot compare
             # ways back, and on the grass it favoured driving on; the base action's way back is taken.
@@ -329,6 +329,6 @@ class _Lookahead:
         best = int(np.argmax(scores))  # the first of equal scores, the expert's own action first
         if scores[best] > scores[0] + self.MARGIN:
             action = cands[best][0]
-            expert._pulse = action if action in (1, 2) else 0
+            expert.pulse = action if action in (1, 2) else 0
             return action, float(ahead[best])
         return base, float(ahead[0])

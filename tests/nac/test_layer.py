@@ -13,12 +13,12 @@ MODES = ("exact", "euler", "steady")
 
 def _pair_pass(layer: NAC, x: torch.Tensor):
     """Run the layer's pieces so that q and k are leaves whose gradients we can read."""
-    q, k, v, _, _ = layer._project(layer.embed(x))
+    q, k, v, _, _ = layer.project(layer.embed(x))
     q = q.detach().requires_grad_(True)
     k = k.detach().requires_grad_(True)
-    uq, uk = layer._pair_halves(q, k)
+    uq, uk = layer.pair_halves(q, k)
     t = x.shape[1]
-    _, details = layer._attend(q, uq, k, uk, v, None, None, KeyRule(torch.arange(t), torch.arange(t)))
+    _, details = layer.attend_selected(q, uq, k, uk, v, None, None, KeyRule(torch.arange(t), torch.arange(t)))
     return q, k, details
 
 
@@ -220,7 +220,7 @@ def test_the_output_is_the_papers_sum_written_out(selection):
     x, ts = sequence(), torch.cumsum(torch.rand(2, 12) + 0.1, 1)
     with torch.no_grad():
         y, d = layer(x, ts, return_details=True)
-        _, _, v, _, _ = layer._project(layer.embed(x))  # (B, H, T, hd)
+        _, _, v, _, _ = layer.project(layer.embed(x))  # (B, H, T, hd)
         b, h, tq, k = d.weights.shape
         v_sel = torch.gather(v.unsqueeze(2).expand(b, h, tq, -1, v.shape[-1]), 3, d.indices.unsqueeze(-1).expand(-1, -1, -1, -1, v.shape[-1]))
         heads = (torch.softmax(d.logits, -1).nan_to_num(0) * d.t).unsqueeze(-1).mul(v_sel).sum(3)  # (B, H, T, hd)

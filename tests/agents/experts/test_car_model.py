@@ -47,12 +47,12 @@ def test_batched_rollouts_are_each_candidates_own_rollout():
     """Rolling out every candidate in one call gives each the score and planned wheel angle it gets
     rolled out alone: the candidates do not share state."""
     env, expert = _expert_episode(300, 100)
-    planner, real = expert._planner, env.unwrapped.car
+    planner, real = expert.planner, env.unwrapped.car
     consts = car_model.car_constants(real)
     start = car_model.car_state(real, consts)
     cands = np.array([(3, 1), (1, 1), (2, 1), (4, 1), (3, 3), (3, 6), (1, 4)], dtype=np.int64)
     args = (consts, car_model.WHEEL_ANCHORS, *planner.line, planner.centre, planner.normal, planner.cfg)
-    tail = (expert._idx, expert._pulse, 40, 3, planner._weights)
+    tail = (expert.line_index, expert.pulse, 40, 3, planner.weights)
     scores, ahead, lost = car_model.rollouts(start, *args, cands, *tail)
     for k, cand in enumerate(cands):
         one, one_ahead, one_lost = car_model.rollouts(start, *args, cand[None], *tail)
@@ -77,20 +77,20 @@ def test_the_planned_wheel_angle_is_where_the_wheels_are_three_steps_later():
 
 
 def test_the_compiled_rule_is_the_experts_rule():
-    """car_model.base_action is TrackFollowingExpert._base_action rewritten for the compiled rollouts:
+    """car_model.base_action is TrackFollowingExpert.base_action rewritten for the compiled rollouts:
     on the states of an expert episode, read into the model, it takes the expert's action, line
     index and pulse (on all but a step or two, where the model's hull velocity, derived from the
     rigid car, puts a speed within a hair of a threshold)."""
     env, expert = _expert_episode(303, 0)
-    real, planner = env.unwrapped.car, expert._planner
+    real, planner = env.unwrapped.car, expert.planner
     consts = car_model.car_constants(real)
     same = steps = 0
     for _ in range(400):
-        idx, pulse = expert._idx, expert._pulse
+        idx, pulse = expert.line_index, expert.pulse
         compiled = car_model.base_action(car_model.car_state(real, consts), consts, *planner.line, planner.centre, planner.normal,
                                           planner.cfg, idx, pulse)
-        ours = (int(expert._base_action(real)), expert._idx, expert._pulse)
-        expert._idx, expert._pulse = idx, pulse
+        ours = (int(expert.base_action(real)), expert.line_index, expert.pulse)
+        expert.line_index, expert.pulse = idx, pulse
         same += tuple(int(v) for v in compiled) == ours
         steps += 1
         env.step(int(expert.select_action()))
@@ -101,17 +101,17 @@ def test_the_compiled_rule_is_the_experts_rule_off_the_road():
     """The same off the road, where both steer back: on the states of a car that drove on with gas across the
     grass beyond a bend (the hull's centre beyond the road's edge on most of them)."""
     env, expert = _expert_episode(303, 0)
-    real, planner = env.unwrapped.car, expert._planner
+    real, planner = env.unwrapped.car, expert.planner
     consts = car_model.car_constants(real)
     same = off = 0
     for _ in range(200):
-        expert._base_action(real)  # its line index, following the car
-        idx = expert._idx
-        off += expert._beyond_edge(idx, *real.hull.position) > 0
+        expert.base_action(real)  # its line index, following the car
+        idx = expert.line_index
+        off += expert.beyond_edge(idx, *real.hull.position) > 0
         compiled = car_model.base_action(car_model.car_state(real, consts), consts, *planner.line, planner.centre, planner.normal,
                                           planner.cfg, idx, 0)
-        expert._idx, expert._pulse = idx, 0
-        same += tuple(int(v) for v in compiled) == (int(expert._base_action(real)), expert._idx, expert._pulse)
-        expert._idx = idx
+        expert.line_index, expert.pulse = idx, 0
+        same += tuple(int(v) for v in compiled) == (int(expert.base_action(real)), expert.line_index, expert.pulse)
+        expert.line_index = idx
         env.step(3)
     assert off >= 60 and same >= 198, f"{off} steps off the road; the same action on {same} of 200"

@@ -93,16 +93,16 @@ def test_discrete_steer_pulses_hold_past_the_target_then_release():
     env.reset(seed=300)
     expert.reset()
     # Target 0.1 rad to the right: wheels at 0.07 are within tolerance, at 0.05 a pulse starts.
-    assert expert._steer_pulse(0.1, 0.07) == 3
-    assert expert._steer_pulse(0.1, 0.05) == 1
-    assert expert._steer_pulse(0.1, 0.12) == 1  # past the target, short of target + hold: still steering
-    assert expert._steer_pulse(0.1, 0.17) == 1
-    assert expert._steer_pulse(0.1, 0.18) == 3  # target + hold reached: gas, the wheels unwind
-    assert expert._steer_pulse(0.1, 0.12) == 3  # no new pulse until they fall short again
+    assert expert.steer_pulse(0.1, 0.07) == 3
+    assert expert.steer_pulse(0.1, 0.05) == 1
+    assert expert.steer_pulse(0.1, 0.12) == 1  # past the target, short of target + hold: still steering
+    assert expert.steer_pulse(0.1, 0.17) == 1
+    assert expert.steer_pulse(0.1, 0.18) == 3  # target + hold reached: gas, the wheels unwind
+    assert expert.steer_pulse(0.1, 0.12) == 3  # no new pulse until they fall short again
     # The same to the left (action 2); a target that changes side ends the pulse at once.
-    assert expert._steer_pulse(-0.1, -0.05) == 2
-    assert expert._steer_pulse(-0.1, -0.15) == 2
-    assert expert._steer_pulse(0.02, -0.15) == 1
+    assert expert.steer_pulse(-0.1, -0.05) == 2
+    assert expert.steer_pulse(-0.1, -0.15) == 2
+    assert expert.steer_pulse(0.02, -0.15) == 1
 
 
 def test_a_speed_cap_holds_the_car_below_it():
@@ -262,7 +262,7 @@ def test_the_discrete_expert_brakes_and_coasts_by_its_speed_excess_alone():
     expert = TrackFollowingExpert(env)
     cfg = expert.config
     assert not cfg.plan_brake and cfg.coast and cfg.max_speed == 75.0
-    assert all(a != 4 for a, _ in expert._planner.candidates)
+    assert all(a != 4 for a, _ in expert.planner.candidates)
     env.reset(seed=302)
     expert.reset()
     actions, excess, speeds = [], [], []
