@@ -46,7 +46,8 @@ def key_value(text: str) -> tuple[str, Any]:
 
 
 SCENARIO_HELP = ("color, color3 (road and grass colours shifted at each reset), bar (black bars at the frame's sides), blob (a red "
-                 "square riding beside the car), noise (the grass replaced by noise drawn afresh every frame), domain-randomize "
+                 "square riding beside the car), noise (the grass replaced by noise drawn afresh every frame), photos (the grass "
+                 "replaced by photographs, drawn per track), domain-randomize "
                  "(gymnasium's domain_randomize: random colours, its own tracks); default clean")
 
 

@@ -87,7 +87,7 @@ class FastCarRacing(CarRacing):
             b = car_racing.PLAYFIELD
             field = [(b, b), (b, -b), (-b, -b), (-b, b)]
             self._draw_colored_polygon(self.surf, field, self.bg_color, zoom, translation, angle, clip=False)
-        else:  # noise, drawn as the window shows it, and this surface is flipped after
+        else:  # noise or photos, drawn as the window shows it, and this surface is flipped after
             blit_array(self.surf, self.scenario.background(car_racing.WINDOW_W, car_racing.WINDOW_H, *view(self))[::-1])
         verts, colours = self._shapes()  # every road polygon of CarRacing-v3 is a quadrilateral
         cos, sin = pygame.math.Vector2(1.0, 0.0).rotate_rad(angle)  # exactly the factors Vector2.rotate_rad uses

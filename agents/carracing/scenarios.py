@@ -16,6 +16,10 @@ gymnasium's CarRacing-v3, and gymnasium's own domain randomisation:
   mostly off the road).
 - `noise`: the grass (background and squares) replaced by uniform RGB noise, one value per world
   unit, drawn afresh every frame; road and kerbs unchanged.
+- `photos`: the grass (background and squares) replaced by photographs, as AttentionNeuron tests it (Tang & Ha
+  2021, natural images behind the road): the playfield tiled with PHOTO_TILE x PHOTO_TILE world units per photograph,
+  one pixel per world unit, each tile one of PHOTOS (colour photographs that ship inside scikit-image's wheel, read
+  from it: nothing is downloaded) drawn at reset; road and kerbs unchanged.
 - `domain-randomize`: gymnasium's `domain_randomize=True` (road and background colours drawn from
   0..210 per channel at every reset, the grass the background with one channel raised by 20). It
   draws its colours from the track's generator before the track, so its tracks differ from the
@@ -29,6 +33,7 @@ Written here: no library ships these variants for gymnasium's CarRacing-v3.
 from __future__ import annotations
 
 import zlib
+from functools import cache
 
 import cv2
 import numpy as np
@@ -37,7 +42,7 @@ from gymnasium.envs.box2d import car_racing as cr
 from nac.config import need
 
 CLEAN = "clean"
-SCENARIOS = (CLEAN, "color", "color3", "bar", "blob", "noise", "domain-randomize")
+SCENARIOS = (CLEAN, "color", "color3", "bar", "blob", "noise", "photos", "domain-randomize")
 ROAD = np.array([102.0, 102.0, 102.0])  # CarRacing-v3's road colour (0.4 of 255 per channel)
 BACKGROUND = np.array([102.0, 204.0, 102.0])  # its grass (background) colour; the lighter squares are grass_color
 COLOR_SHIFT = 0.2  # color, color3: the largest shift of a colour, on the 0..1 scale
@@ -46,6 +51,8 @@ BLOB_COLOUR = (204, 0, 0)  # blob: (0.8, 0, 0)
 BLOB_OFFSET = (20.0, 10.0)  # blob: its corner from the rear hull fixture's first vertex, world units (right, ahead)
 BLOB_SIZE = 8.0  # blob: its side, world units
 REAR_FIXTURE = 3  # blob: the hull fixture it is placed from (car_dynamics' HULL_POLY4, the rear bumper)
+PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field")  # photos: skimage.data's colour photographs
+PHOTO_TILE = 192  # photos: a tile's side in world units (the camera's view spans about 40 of them)
 
 
 # Published scores on the variants (mean, std over 100 episodes), of agents trained on clean CarRacing-v0 and tested
@@ -62,6 +69,15 @@ PUBLISHED = {
 
 def check_scenario(name: str) -> None:
     need(name in SCENARIOS, f"unknown scenario {name!r}; choose from {', '.join(SCENARIOS)}")
+
+
+@cache
+def photo(name: str) -> np.ndarray:
+    """One of PHOTOS as a (PHOTO_TILE, PHOTO_TILE, 3) uint8 picture (scikit-image reads it from its own wheel)."""
+    import skimage.data  # a photos scenario's dependency alone: imported when one is drawn
+
+    image = getattr(skimage.data, name)()
+    return cv2.resize(np.ascontiguousarray(image[..., :3]), (PHOTO_TILE, PHOTO_TILE), interpolation=cv2.INTER_AREA)
 
 
 class Scenario:
@@ -82,6 +98,10 @@ class Scenario:
             road, grass = self.rng.uniform(-COLOR_SHIFT, COLOR_SHIFT, shape) * 255
             env.road_color = np.clip(ROAD + road, 0, 255)
             env.bg_color = np.clip(BACKGROUND + grass, 0, 255)
+        if self.name == "photos" and (seed is not None or getattr(self, "mosaic", None) is None):
+            n = int(np.ceil(2 * cr.PLAYFIELD / PHOTO_TILE))  # tiles a side
+            drawn = self.rng.integers(0, len(PHOTOS), (n, n))
+            self.mosaic = np.concatenate([np.concatenate([photo(PHOTOS[k]) for k in row], axis=1) for row in drawn], axis=0)
 
     @property
     def draws_over(self) -> bool:
@@ -90,14 +110,14 @@ class Scenario:
 
     @property
     def grass_squares(self) -> bool:
-        """Whether the lighter grass squares are drawn (not under noise, which replaces all the grass)."""
-        return self.name != "noise"
+        """Whether the lighter grass squares are drawn (not under noise or photos, which replace all the grass)."""
+        return self.name not in ("noise", "photos")
 
     def background(self, width: int, height: int, m: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-        """noise: a fresh (height, width, 3) uint8 picture of the playfield in view, one random
-        colour per world unit, black beyond the playfield, for a surface whose pixels are world
-        points mapped by p = m @ w + b; None for the other scenarios (the grass colour)."""
-        if self.name != "noise":
+        """noise, photos: a (height, width, 3) uint8 picture of the playfield in view, one colour per world unit (noise:
+        drawn afresh; photos: the reset's mosaic), black beyond the playfield, for a surface whose pixels are world points
+        mapped by p = m @ w + b; None for the other scenarios (the grass colour)."""
+        if self.name not in ("noise", "photos"):
             return None
         lim = cr.PLAYFIELD
         corners = (np.array([[0, 0], [width, 0], [0, height], [width, height]], dtype=np.float64) - b) @ np.linalg.inv(m).T
@@ -106,7 +126,11 @@ class Scenario:
         nx, ny = int(hi[0] - lo[0]), int(hi[1] - lo[1])
         if nx <= 0 or ny <= 0:
             return np.zeros((height, width, 3), np.uint8)
-        cells = self.rng.integers(0, 256, (ny, nx, 3), dtype=np.uint8)  # cell (row j, column i) is world [lo + (i, j), lo + (i, j) + 1)
+        if self.name == "noise":
+            cells = self.rng.integers(0, 256, (ny, nx, 3), dtype=np.uint8)  # cell (row j, column i) is world [lo + (i, j), lo + (i, j) + 1)
+        else:  # the mosaic's row j, column i is world [-lim + (i, j), -lim + (i, j) + 1)
+            i0, j0 = int(lo[0] + lim), int(lo[1] + lim)
+            cells = np.ascontiguousarray(self.mosaic[j0:j0 + ny, i0:i0 + nx])
         to_surface = np.hstack([m, (m @ (lo + 0.5) + b)[:, None]])  # a cell's centre (i, j) -> surface pixel
         return cv2.warpAffine(cells, to_surface, (width, height), flags=cv2.INTER_NEAREST,
                               borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0))

@@ -116,6 +116,31 @@ def test_noise_replaces_the_grass_afresh_every_frame_and_leaves_the_road():
     assert b[:84][grass[:84]].std() > 45  # uniform noise over 0..255 (std 74, less where the frame averages neighbouring cells)
 
 
+def test_photos_replace_the_grass_with_photographs_drawn_by_the_seed_and_leave_the_road(monkeypatch):
+    import socket
+
+    def offline(*args, **kwargs):  # the photographs ship inside scikit-image's wheel: nothing is downloaded
+        raise AssertionError("the photos scenario reached for the network")
+
+    monkeypatch.setattr(socket, "socket", offline)
+    env, frames = _frames("photos", 62)
+    _, clean = _frames("clean", 62)
+    _, again = _frames("photos", 62)
+    a, b = frames[-2].astype(int), frames[-1].astype(int)
+    road = np.abs(clean[-1].astype(int) - ROAD.astype(int)).max(axis=2) <= 3
+    grass = (np.abs(clean[-1].astype(int) - [102, 204, 102]).max(axis=2) <= 3) | (np.abs(clean[-1].astype(int) - [102, 230, 102]).max(axis=2) <= 3)
+    assert grass[:84].mean() > 0.2 and road[:84].mean() > 0.1
+    not_green = np.abs(b - [102, 204, 102]).max(axis=2) > 40
+    assert not_green[:84][grass[:84]].mean() > 0.8  # the grass is a photograph, not green
+    assert (np.abs(b - clean[-1].astype(int)).max(axis=2)[road] <= 40).mean() > 0.9  # the road is the clean frame's
+    assert all((x == y).all() for x, y in zip(frames, again))  # every draw from the episode's seed
+    assert (np.abs(a - b).max(axis=2) > 30)[:84][grass[:84]].mean() < 0.5  # fixed in the world: not redrawn as noise is
+    mosaic = env.unwrapped.scenario.mosaic
+    other = make_env(True, scenario="photos")
+    other.reset(seed=SEED + 1)
+    assert mosaic.shape == other.unwrapped.scenario.mosaic.shape and not np.array_equal(mosaic, other.unwrapped.scenario.mosaic)
+
+
 def test_domain_randomize_is_gymnasiums_own():
     ours = make_env(True, scenario="domain-randomize").unwrapped
     theirs = gym.make("CarRacing-v3", continuous=True, domain_randomize=True).unwrapped
@@ -127,7 +152,7 @@ def test_domain_randomize_is_gymnasiums_own():
         assert ours.track == theirs.track
 
 
-@pytest.mark.parametrize("scenario", ["color", "color3", "bar", "blob"])
+@pytest.mark.parametrize("scenario", ["color", "color3", "bar", "blob", "photos"])
 def test_both_renderers_draw_a_scenario_alike(scenario):
     _, direct = _frames(scenario, 60, "direct")
     _, gymnasium = _frames(scenario, 60, "gymnasium")
