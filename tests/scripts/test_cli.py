@@ -169,7 +169,7 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["sim", "--port", "1", "--wait", "0.5"], "no bridge answers at 127.0.0.1:1"),
         (["sim", "--wait", "0"], "wait must be > 0 seconds (got 0.0)"),
         (["drive", "/nonexistent", "--turn-slowdown", "1"], "turn slowdown must be in [0, 1) (got 1.0)"),
-        (["evaluate", "agents/pretrained/nac", "--scenario", "fog"], "unknown scenario 'fog'; choose from clean, color, color3, bar, blob, noise, domain-randomize"),
+        (["evaluate", "agents/pretrained/nac", "--scenario", "fog"], "unknown scenario 'fog'; choose from clean, color, color3, bar, blob, noise, photos, domain-randomize"),
         (["study", "--out", "/tmp/x", "--perturb", "colour+drop=0.2"], "unknown scenario or perturbation 'colour'"),
     ],
 )
