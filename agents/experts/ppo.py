@@ -101,6 +101,9 @@ class PPOTrainConfig:
     dagger_rounds: int = 2  # DAgger rounds before PPO
     dagger_steps: int = 10_000  # policy-driven steps per DAgger round
     bc_epochs: int = 5  # passes over the aggregated data per round
+    value_steps: int = 8192  # with a warm start: steps the warm-started policy drives (sampled, as PPO's rollouts) to
+    # pre-fit PPO's value function on its own discounted returns before the first update (0: no pre-fit)
+    value_epochs: int = 5  # passes of the value pre-fit over those steps
     eval_every: int = 20_000  # steps between evaluations on held-out seeds
     eval_episodes: int = 5  # episodes per evaluation
     eval_seed: int = 30_000  # the eval callback's first held-out seed
@@ -116,10 +119,11 @@ class PPOTrainConfig:
             self.warm_start = "none"
         need(self.warm_start in ("track", "none"), f"warm start must be track or none (got {self.warm_start!r})")
         need(self.warm_steps >= 1 and self.dagger_steps >= 1 and self.bc_epochs >= 1, "warm-start sizes must be >= 1")
+        need(self.value_steps >= 0 and self.value_epochs >= 1, "value_steps must be >= 0 and value_epochs >= 1")
         need(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.eval_episodes >= 1, "eval and checkpoint intervals must be >= 1")
 
 
-def _vec_env(cfg: PPOTrainConfig, n: int, seed: int) -> Any:
+def vec_env(cfg: PPOTrainConfig, n: int, seed: int) -> Any:
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
 
@@ -193,7 +197,7 @@ def behaviour_clone(model: Any, obs: np.ndarray, labels: np.ndarray, epochs: int
 
 def warm_start(model: Any, cfg: PPOTrainConfig, log: dict[str, Any]) -> None:
     """Behaviour cloning on expert-driven steps, then DAgger rounds (beta 0.5 ** round)."""
-    venv = _vec_env(cfg, min(cfg.envs, 2), cfg.seed + 1000)  # two workers: cheap data collection
+    venv = vec_env(cfg, min(cfg.envs, 2), cfg.seed + 1000)  # two workers: cheap data collection
     rng = np.random.default_rng(cfg.seed)
     try:
         xs, ys, rets = collect(model, venv, cfg.warm_steps, 1.0, rng, "expert steps")
@@ -205,6 +209,61 @@ def warm_start(model: Any, cfg: PPOTrainConfig, log: dict[str, Any]) -> None:
             log["warm"].append({"round": r, "steps": len(x), "mixed_returns": rets, "bc_loss": loss})
     finally:
         venv.close()
+
+
+TRUNCATED = 200  # value pre-fit: the last steps of each environment's drive, whose returns the drive's end cuts short, are
+# left out of the fit (gamma 0.99 weighs a step 200 ahead by 0.13)
+
+
+def prefit_value(model: Any, steps: int, epochs: int, seed: int) -> dict[str, float]:
+    """PPO's value function fitted to the warm-started policy's own discounted returns, in PPO's training environment
+    (its reward normalisation warmed up by the same steps), the policy's action head and the shared features frozen:
+    a fresh critic's advantages are noise, and the first PPO updates would follow that noise away from the warm start.
+    Returns the fit's mean squared error before and after, and the share of the returns' variance it explains."""
+    venv, policy = model.get_env(), model.policy
+    obs = venv.reset()
+    xs, rewards, dones = [], [], []
+    for _ in range(max(1, steps // venv.num_envs)):
+        action, _ = model.predict(obs, deterministic=False)
+        xs.append(obs.copy())
+        obs, r, done, _ = venv.step(action)
+        rewards.append(r)
+        dones.append(done)
+    rewards_, dones_ = np.array(rewards), np.array(dones)  # (T, envs)
+    returns = np.zeros_like(rewards_)
+    running = np.zeros(venv.num_envs)
+    for t in range(len(rewards_) - 1, -1, -1):  # discounted, cut at each episode's end
+        running = rewards_[t] + model.gamma * running * (1.0 - dones_[t])
+        returns[t] = running
+    keep = max(1, len(rewards_) - TRUNCATED)
+    x = np.concatenate(xs[:keep])
+    y = torch.as_tensor(returns[:keep].reshape(-1), dtype=torch.float32, device=policy.device)
+    critic = [*policy.mlp_extractor.value_net.parameters(), *policy.value_net.parameters()]
+    opt = torch.optim.Adam(critic, lr=3e-4)
+    rng = np.random.default_rng(seed)
+
+    def values(idx: np.ndarray) -> torch.Tensor:
+        t, _ = policy.obs_to_tensor(x[idx])
+        with torch.no_grad():  # the shared features stay the warm start's
+            features = policy.extract_features(t)
+        features = features[1] if isinstance(features, tuple) else features
+        return policy.value_net(policy.mlp_extractor.forward_critic(features)).flatten()
+
+    def mse() -> float:
+        with torch.no_grad():
+            return sum(float(((values(i) - y[i]) ** 2).sum()) for i in np.array_split(np.arange(len(x)), max(1, len(x) // 256))) / len(x)
+
+    before = mse()
+    for _ in range(epochs):
+        order = rng.permutation(len(x))
+        for i in range(0, len(order), 128):
+            idx = order[i : i + 128]
+            loss = nn.functional.mse_loss(values(idx), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    after = mse()
+    return {"steps": int(len(x)), "mse_before": before, "mse_after": after, "explained_variance": 1.0 - after / max(float(y.var()), 1e-12)}
 
 
 def _seeded_eval_class() -> Any:
@@ -249,8 +308,8 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     hyper = zoo_hyperparameters(cfg.continuous)
     write_json(out / "config.json", {"train": asdict(cfg), "hyperparameters": hyper})
 
-    venv = _vec_env(cfg, cfg.envs, cfg.seed)
-    eval_env = VecNormalize(_vec_env(cfg, 1, cfg.eval_seed), norm_obs=False, norm_reward=False, training=False)
+    venv = vec_env(cfg, cfg.envs, cfg.seed)
+    eval_env = VecNormalize(vec_env(cfg, 1, cfg.eval_seed), norm_obs=False, norm_reward=False, training=False)
     if resume and latest:
         steps = latest[-1].stem.split("_")[1]
         venv = VecNormalize.load(str(ckpt_dir / f"ppo_vecnormalize_{steps}_steps.pkl"), venv)
@@ -265,6 +324,8 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
         )
         if cfg.warm_start == "track" and "warm" not in log:
             warm_start(model, cfg, log)
+            if cfg.value_steps:
+                log["value_prefit"] = prefit_value(model, cfg.value_steps, cfg.value_epochs, cfg.seed)
             write_json(out / "log.json", log)
             model.save(str(ckpt_dir / "ppo_0_steps"))
             venv.save(str(ckpt_dir / "ppo_vecnormalize_0_steps.pkl"))

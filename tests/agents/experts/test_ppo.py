@@ -14,7 +14,7 @@ from agents.training.dagger_config import DaggerConfig
 from agents.carracing.env import make_env
 from agents.evaluation.expert_eval import ExpertEvalConfig
 from agents.experts import make_expert
-from agents.experts.ppo import FrameSkip, PPOTrainConfig, make_ppo_env, train_ppo, zoo_hyperparameters
+from agents.experts.ppo import FrameSkip, PPOTrainConfig, make_ppo_env, prefit_value, train_ppo, vec_env, zoo_hyperparameters
 from agents.driving.rollout import run_episode
 from nac import ConfigError
 
@@ -46,8 +46,29 @@ def test_frame_skip_repeats_the_action_and_sums_rewards():
     assert obs == 2 and reward == 2.0 and inner.steps == 2
 
 
+def test_the_value_prefit_fits_the_critic_alone_on_the_warm_starts_returns(tmp_path):
+    """The pre-fit moves the value head only (the policy's actions and the shared features stay the warm start's) and
+    lowers its error on the warm-started policy's own discounted returns; a run logs it before its first update."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=0, envs=1, warm_steps=32, dagger_rounds=0, bc_epochs=1,
+                         eval_episodes=1, max_steps=60, value_steps=0)
+    train_ppo(cfg)  # the warm start alone
+    env = VecNormalize(vec_env(cfg, 1, 0), norm_obs=False, norm_reward=True)
+    model = PPO.load(str(tmp_path / "ppo" / "checkpoints" / "ppo_0_steps.zip"), env=env)
+    before = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    fit = prefit_value(model, 400, 3, seed=0)
+    after = model.policy.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(k.startswith(("mlp_extractor.value_net.", "value_net.")) for k in changed), changed
+    assert fit["steps"] == 400 - 200 and fit["mse_after"] < fit["mse_before"]
+    env.close()
+    logged = train_ppo(PPOTrainConfig(**{**cfg.__dict__, "out": str(tmp_path / "with"), "value_steps": 300}))
+    assert logged["value_prefit"]["steps"] == 100 and logged["value_prefit"]["mse_after"] < logged["value_prefit"]["mse_before"]
+
+
 def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path):
-    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=1024, envs=1, warm_steps=32, dagger_rounds=1, dagger_steps=16,
+    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=1024, envs=1, warm_steps=32, dagger_rounds=1, dagger_steps=16, value_steps=300,
                          bc_epochs=1, eval_every=10_000, checkpoint_every=10_000, max_steps=60)
     r = train_ppo(cfg)
     assert r["timesteps"] >= 1024 and [w["round"] for w in r["warm"]] == [0, 1]
