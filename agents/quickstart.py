@@ -29,7 +29,7 @@ from agents.carracing.scenarios import CLEAN, check_scenario
 from agents.figures.video import RecordConfig, record_video
 from datasets.demos import DemoSet
 from nac.checkpoint import write_json
-from nac.config import ConfigError, need
+from nac.config import need
 from nac.heads import head_names
 
 
@@ -81,10 +81,7 @@ class QuickstartConfig:
              f"discrete_target must be one of {', '.join(DISCRETE_TARGETS)} (got {self.discrete_target!r})")
         need(self.rate_window >= 1, f"rate_window must be >= 1 (got {self.rate_window})")
         self.train_config("<demos>", "<run>")  # its fields are checked now, with training's own messages, before anything runs
-        try:  # and the DAgger rounds' (a bad --dagger-beta would otherwise fail after the training)
-            self.dagger_config("<run>")
-        except ConfigError as e:
-            raise ConfigError(f"the DAgger rounds' {e}") from None
+        self.dagger_config("<run>")  # and the DAgger rounds' (a bad --dagger-rounds would otherwise fail after the training)
         r = self.trained_by
         first, last = 1000 * self.seed, 1000 * self.seed + self.episodes - 1
         checks = r.dagger.check if r.dagger.until or r.dagger.select == "check" else 0

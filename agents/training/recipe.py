@@ -83,11 +83,10 @@ class Recipe(ConfigDict):
         names = cls.names()
         unknown = sorted(set(flat) - set(names))
         need(not unknown, f"unknown recipe fields {unknown}; allowed: {sorted(names)}")
-        parts: dict[str, dict[str, Any]] = {part: {} for part in PARTS}
+        parts = cls().to_dict()  # the defaults are the parts' own (the recipe's 4 epochs of behaviour cloning)
         for key, value in flat.items():
             part, name = names[key]
             parts[part][name] = value
-        parts["bc"] = {"epochs": DEFAULT_EPOCHS["carracing"], **parts["bc"]}
         return cls(**parts)
 
     @classmethod

@@ -156,6 +156,7 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["quickstart", "--turn-weight", "5"], "it is for wheel-angle networks"),
         (["quickstart", "--discrete", "--discrete-target", "rates", "--turn-weight", "5"], "it is for wheel-angle networks"),
         (["quickstart", "--discrete", "--discrete-target", "pulses"], "invalid choice: 'pulses'"),
+        (["quickstart", "--dagger-rounds", "0"], "nacdrive quickstart: the DAgger rounds' rounds must be >= 1 (got 0)"),
         (["quickstart", "--dagger-beta", "1.5"], "the DAgger rounds' beta must be in [0, 1) (got 1.5)"),
         (["quickstart", "--dagger-takeover", "-1"], "the DAgger rounds' takeover must be >= 0 u/s (got -1.0; 0 turns the gate off)"),
         (["quickstart", "--dagger-perturb", "shake=1"], "the DAgger rounds' unknown perturbation 'shake'"),
