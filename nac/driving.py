@@ -201,17 +201,21 @@ class DrivingNet(nn.Module):
         t = self.head_time(timestamps)
         return self.readout(self.head.over_steps(features, t) if embedded else self.head(features, t))
 
-    def forward(self, frames: Tensor, timestamps: Tensor | None = None, index: Tensor | None = None) -> Tensor:
+    def forward(self, frames: Tensor, timestamps: Tensor | None = None, index: Tensor | None = None,
+                features: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """frames (B, W, H, W, 3) uint8 windows; or, with index (B, W), frames (N, H, W, 3) holds
         distinct frames and index picks each window's rows of it (so that windows that share
         frames encode and embed them once: a training batch of 32 windows of 8 frames holds
-        about 60 distinct frames)."""
+        about 60 distinct frames). features: also return each frame's embedded features (N, E), or (B, W, E)
+        without index (a loss on them goes through the module's own call, as a distributed wrapper needs)."""
         if index is None:
             b, w = frames.shape[:2]
-            feats = self.embed(frames.reshape(b * w, *frames.shape[2:])).reshape(b, w, -1)
+            per_frame = feats = self.embed(frames.reshape(b * w, *frames.shape[2:])).reshape(b, w, -1)
         else:
-            feats = self.embed(frames)[index]  # (B, W, E)
-        return self.decide(feats, timestamps, embedded=True)
+            per_frame = self.embed(frames)
+            feats = per_frame[index]  # (B, W, E)
+        out = self.decide(feats, timestamps, embedded=True)
+        return (out, per_frame) if features else out
 
     def squash(self, raw: Tensor, driven: bool = True) -> Tensor:
         """Continuous outputs into the action (..., 3): steer tanh, gas / brake sigmoid. As driven,

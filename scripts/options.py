@@ -117,9 +117,9 @@ def _argument(name: str, hint: Any, default: Any, doc: str, unset: bool, metadat
         kw.update(type=key_value, action=KeyValues, metavar="KEY=VALUE")
         kw["help"] += "; repeat the flag for several"
     elif hint in (int, float, str):
-        kw.update(type=hint, metavar={int: "N", float: "X", str: name.upper()}[hint])
+        kw.update(type=hint, metavar=metadata.get("metavar", {int: "N", float: "X", str: name.upper()}[hint]))
         if "const" in metadata:  # the flag given alone means this value (--ray: a new local instance)
-            kw.update(nargs="?", const=metadata["const"], metavar=metadata.get("metavar", kw["metavar"]))
+            kw.update(nargs="?", const=metadata["const"])
     else:
         raise TypeError(f"{name}: no command-line form for {hint!r}")
     return kw

@@ -7,11 +7,21 @@ policy reads, look the same in every scenario of agents.carracing.scenarios).
   [1 - JITTER, 1 + JITTER], the hue turned by up to HUE_TURN of a full turn.
 - `randconv`: random convolution (Lee et al. 2020, "Network Randomization"): a 3 x 3 convolution
   from RGB to RGB with fresh Xavier-normal weights.
+- `randmix`: random convolution with Lee et al.'s weights mixed with the identity, alpha * identity + (1 - alpha) *
+  Xavier with alpha drawn from U(0, 1) per chunk (RandConv's mixing, Xu et al. 2021): from barely changed to fully
+  random. Lee et al.'s other two parts are the recipe's `consistency` (agents.training.bc: their feature matching)
+  and the policy's `average` (agents.driving.policy: the actions averaged over several random networks at test).
+- `colour`: a random affine colour transform of the whole scene, one per chunk: x -> A x + b with
+  A = alpha * identity + (1 - alpha) * R, R's entries from N(0, 1/3), alpha from U(0, 1), b from U(-0.5, 0.5)^3, then
+  each frame's scene stretched back to 0..1 by its own lowest and highest value (the same for every pixel: no pixel
+  is told from another by what it shows).
 - `overlay`: the frame blended half and half with an unrelated picture (SODA / SVEA, Hansen et
   al. 2021, overlay natural images; none can be downloaded here, so the pictures are random
   colour images with a natural image's 1/f amplitude spectrum, as in Baradad et al. 2021).
 
-Each chunk is augmented with probability SHARE, the others stay clean (SVEA trains on both).
+Kinds combine with "+" ("randmix+overlay"): a picked chunk gets each in turn, in the order given.
+Each chunk is augmented with probability SHARE, the others stay clean (SVEA trains on both);
+`augment(..., share=1.0)` augments every chunk (the augmented view of the consistency loss).
 Written here: no library draws augmentations per group of frames (kornia and torchvision draw per
 image), and the three are a few lines each on tensors.
 """
@@ -26,7 +36,7 @@ from torch import Tensor
 
 from agents.carracing.render import FRAME, STRIP_ROWS
 
-AUGMENTS = ("none", "jitter", "randconv", "overlay")
+AUGMENTS = ("none", "jitter", "randconv", "randmix", "colour", "overlay")
 SHARE = 0.5  # of chunks augmented
 JITTER = 0.4  # jitter: brightness, contrast, saturation factors in [1 - JITTER, 1 + JITTER]
 HUE_TURN = 0.1  # jitter: the hue turned by up to this share of a full turn
@@ -35,33 +45,35 @@ SCENE_ROWS = FRAME - STRIP_ROWS  # rows above the instrument strip
 _GREY = torch.tensor([0.299, 0.587, 0.114])  # luma weights
 
 
+def kinds(kind: str) -> list[str]:
+    """The augmentations of a (combined) kind, in their order ([] for "none")."""
+    return [] if kind == "none" else kind.split("+")
+
+
 def check_augment(kind: str) -> None:
     from nac.config import need
 
-    need(kind in AUGMENTS, f"augment must be one of {', '.join(AUGMENTS)} (got {kind!r})")
+    parts = kind.split("+")
+    need(all(p in AUGMENTS for p in parts) and (kind == "none" or "none" not in parts) and len(set(parts)) == len(parts),
+         f"augment must be one of {', '.join(AUGMENTS)}, or several of them joined by '+' (got {kind!r})")
 
 
-def augment(frames: Tensor, chunk: np.ndarray, kind: str, rng: np.random.Generator) -> Tensor:
-    """frames (U, H, W, 3) uint8, chunk (U,) the chunk of each frame -> the frames augmented, uint8."""
+def augment(frames: Tensor, chunk: np.ndarray, kind: str, rng: np.random.Generator, share: float = SHARE) -> Tensor:
+    """frames (U, H, W, 3) uint8, chunk (U,) the chunk of each frame -> the frames augmented, uint8: each chunk with
+    probability `share`, by every augmentation of `kind` in turn."""
     if kind == "none":
         return frames
     n = int(chunk.max()) + 1
-    picked = rng.random(n) < SHARE
+    picked = rng.random(n) < share
     if not picked.any():
         return frames
     rows = torch.from_numpy(np.flatnonzero(picked[chunk])).to(frames.device)
     which = chunk[picked[chunk]]  # the chunk of each picked frame
-    scene = frames[rows, :SCENE_ROWS].float() / 255  # (u, h, w, 3)
-    if kind == "jitter":
-        out = _jitter(scene, which, n, rng)
-    elif kind == "randconv":
-        out = _randconv(scene, which, n, rng)
-    elif kind == "overlay":
-        out = _overlay(scene, which, n, rng)
-    else:
-        raise ValueError(f"unknown augmentation {kind!r}")
+    out = frames[rows, :SCENE_ROWS].float() / 255  # (u, h, w, 3)
+    for k in kinds(kind):
+        out = _KINDS[k](out, which, n, rng).clamp(0, 1)
     frames = frames.clone()
-    frames[rows, :SCENE_ROWS] = (out.clamp(0, 1) * 255).round().to(torch.uint8)
+    frames[rows, :SCENE_ROWS] = (out * 255).round().to(torch.uint8)
     return frames
 
 
@@ -87,13 +99,51 @@ def _jitter(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> T
     return torch.einsum("uhwc,udc->uhwd", x, r)
 
 
-def _randconv(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
-    std = math.sqrt(2.0 / (3 * 9 + 3 * 9))  # Xavier normal for a 3 x 3 conv, 3 channels in and out
-    w = torch.as_tensor(rng.normal(0, std, (n, 3, 3, 3, 3))[which], dtype=x.dtype, device=x.device)  # (u, out, in, 3, 3)
+XAVIER_STD = math.sqrt(2.0 / (3 * 9 + 3 * 9))  # Xavier normal for a 3 x 3 conv, 3 channels in and out
+IDENTITY = np.zeros((3, 3, 3, 3))
+IDENTITY[[0, 1, 2], [0, 1, 2], 1, 1] = 1.0  # (out, in, 3, 3): each channel to itself, at the centre tap
+
+
+def randconv_weights(n: int, rng: np.random.Generator, mixed: bool) -> np.ndarray:
+    """(n, 3, 3, 3, 3) random convolutions: Xavier-normal, or (mixed) alpha * identity + (1 - alpha) * Xavier-normal
+    with alpha from U(0, 1) for each."""
+    w = rng.normal(0, XAVIER_STD, (n, 3, 3, 3, 3))
+    if not mixed:
+        return w
+    alpha = rng.uniform(0, 1, n)[:, None, None, None, None]
+    return alpha * IDENTITY + (1 - alpha) * w
+
+
+def convolve(x: Tensor, weights: np.ndarray | Tensor) -> Tensor:
+    """Each frame of x (u, h, w, 3) by its own 3 x 3 convolution, weights (u, 3, 3, 3, 3) (out, in, kh, kw)."""
+    w = torch.as_tensor(weights, dtype=x.dtype, device=x.device)
     u, h, wd, _ = x.shape
     img = x.permute(0, 3, 1, 2).reshape(1, u * 3, h, wd)  # every frame a group of three channels
     out = torch.nn.functional.conv2d(img, w.reshape(u * 3, 3, 3, 3), padding=1, groups=u)
     return out.reshape(u, 3, h, wd).permute(0, 2, 3, 1)
+
+
+def _randconv(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
+    return convolve(x, randconv_weights(n, rng, mixed=False)[which])
+
+
+def _randmix(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
+    return convolve(x, randconv_weights(n, rng, mixed=True)[which])
+
+
+def colour_maps(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """n random affine colour maps: A (n, 3, 3) = alpha * I + (1 - alpha) * R, b (n, 3) (see `colour`)."""
+    alpha = rng.uniform(0, 1, n)[:, None, None]
+    a = alpha * np.eye(3) + (1 - alpha) * rng.normal(0, 1 / math.sqrt(3), (n, 3, 3))
+    return a, rng.uniform(-0.5, 0.5, (n, 3))
+
+
+def _colour(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
+    a, b = colour_maps(n, rng)
+    y = torch.einsum("uhwc,udc->uhwd", x, torch.as_tensor(a[which], dtype=x.dtype, device=x.device))
+    y = y + _per_chunk(b, which, x)
+    lo, hi = y.amin(dim=(1, 2, 3), keepdim=True), y.amax(dim=(1, 2, 3), keepdim=True)
+    return (y - lo) / (hi - lo).clamp_min(1e-6)
 
 
 def pink_pictures(n: int, h: int, w: int, rng: np.random.Generator) -> np.ndarray:
@@ -111,3 +161,6 @@ def pink_pictures(n: int, h: int, w: int, rng: np.random.Generator) -> np.ndarra
 def _overlay(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
     pics = torch.as_tensor(pink_pictures(n, x.shape[1], x.shape[2], rng)[which], dtype=x.dtype, device=x.device)
     return (1 - OVERLAY) * x + OVERLAY * pics
+
+
+_KINDS = {"jitter": _jitter, "randconv": _randconv, "randmix": _randmix, "colour": _colour, "overlay": _overlay}

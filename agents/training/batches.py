@@ -95,6 +95,16 @@ class Batches:
         }
 
 
+def two_views(batch: dict[str, Tensor], views: Tensor) -> dict[str, Tensor]:
+    """A batch twice over: its windows on its own frames, then the same windows on `views` (another view of each
+    frame, (U, H, W, 3)), every per-row entry repeated (the consistency loss's clean and augmented halves)."""
+    u = len(batch["frames"])
+    out = {k: torch.cat([v, v]) for k, v in batch.items() if k not in ("frames", "index")}
+    out["frames"] = torch.cat([batch["frames"], views])
+    out["index"] = torch.cat([batch["index"], batch["index"] + u])
+    return out
+
+
 def chunk_of_frames(n_frames: int, idx: np.ndarray, chunk_of_row: np.ndarray) -> np.ndarray:
     """(U,) the chunk of each of a batch's frames: that of the first window that uses it, so that a
     window's frames take one chunk's random draws. idx (n, W) into the frames."""

@@ -28,7 +28,7 @@ from nac.driving import DrivingNet, DrivingNetConfig
 from nac.config import ConfigError
 from nac.heads import HEADS
 from agents.training.labels import SAW, class_weights, labels, loss_classes, loss_terms, net_targets, turn_rates
-from agents.training.batches import Batches, Demos, chunk_of_frames, shifted
+from agents.training.batches import Batches, Demos, chunk_of_frames, shifted, two_views
 from agents.training.closed_loop import closed_loop_return
 
 
@@ -177,6 +177,7 @@ class CarRacingTrainable:
                                targets)
         self.seed = cfg.seed
         self.stride_jitter, self.regular_share, self.shift, self.augment = cfg.stride_jitter, cfg.regular_share, cfg.shift, cfg.augment
+        self.consistency = cfg.consistency
         self.arrival = arrival_back(self.train_windows.store, SAW, net_cfg.window) if cfg.arrival_windows else None
         self.loss_kind = cfg.loss
         self.select_seeds = list(range(SELECT_SEED, SELECT_SEED + cfg.select_episodes))
@@ -210,13 +211,23 @@ class CarRacingTrainable:
             chunk = chunk_of_frames(len(host["frames"]), host["index"], chunk_of_row)
             if self.shift:
                 batch["frames"] = shifted(batch["frames"], chunk, self.shift, np.random.default_rng([self.seed, epoch, b, 1]))
-            batch["frames"] = augment(batch["frames"], chunk, self.augment, np.random.default_rng([self.seed, epoch, b, 2]))
+            rng = np.random.default_rng([self.seed, epoch, b, 2])
+            if self.consistency:  # the clean view and one with every chunk augmented
+                batch = two_views(batch, augment(batch["frames"], chunk, self.augment, rng, share=1.0))
+            else:
+                batch["frames"] = augment(batch["frames"], chunk, self.augment, rng)
         return batch
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, Tensor]]:
-        raw = model(batch["frames"], batch["timestamps"], batch["index"])
+        if not self.consistency:
+            raw = model(batch["frames"], batch["timestamps"], batch["index"])
+            per_row, correct = loss_terms(self.net, raw, batch, self._loss_weights(device), self.loss_kind)
+            return per_row.mean(), {"acc": correct.float().mean()}
+        raw, feats = model(batch["frames"], batch["timestamps"], batch["index"], features=True)
         per_row, correct = loss_terms(self.net, raw, batch, self._loss_weights(device), self.loss_kind)
-        return per_row.mean(), {"acc": correct.float().mean()}
+        u = len(feats) // 2  # two_views: the clean frames' features, then the augmented ones'
+        match = (feats[u:].float() - feats[:u].detach().float()).pow(2).mean()
+        return per_row.mean() + self.consistency * match, {"acc": correct.float().mean(), "match": match.detach()}
 
     def _loss_weights(self, device: torch.device) -> Tensor | None:
         """The class weights as a tensor on `device`, made once (the loss runs every step)."""

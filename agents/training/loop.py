@@ -80,9 +80,14 @@ class CloningRecipe(ConfigDict):
     arrival_windows: bool = False  # carracing: a step a policy decided on in a perturbed DAgger rollout ('dagger --perturb') is
     # trained on the window it saw there, with the gaps its frames really came at, instead of gaps drawn afresh (needs frame_stride 1)
     shift: int = 0  # carracing: random image shifts of up to this many pixels, the same for a chunk of steps (DrQ / RAD)
-    augment: str = field(default="none", metadata={"choices": AUGMENTS})  # carracing: an augmentation against visual shift,
-    # drawn per chunk of steps on half of them, above the instrument strip: jitter (brightness, contrast, saturation, hue),
-    # randconv (a random 3x3 convolution, Lee et al. 2020), overlay (blended with a random 1/f picture, as SODA / SVEA)
+    augment: str = field(default="none", metadata={"metavar": "|".join(AUGMENTS)})  # carracing: an augmentation against visual
+    # shift, drawn per chunk of steps on half of them, above the instrument strip: jitter (brightness, contrast, saturation, hue),
+    # randconv (a random 3x3 convolution, Lee et al. 2020), randmix (the same mixed with the identity by a random share, as
+    # RandConv), colour (a random affine colour map of the whole scene), overlay (blended with a random 1/f picture, as SODA /
+    # SVEA); several joined by '+' are applied in turn (agents.training.augment)
+    consistency: float = 0.0  # carracing, with an augmentation: > 0 trains every window on a clean and an augmented view (every
+    # chunk augmented), the expert's label on both, plus this weight x the squared distance between each frame's features in
+    # the two views, the clean ones held fixed (Lee et al. 2020's feature matching; SVEA trains on both views)
     select_episodes: int = 0  # carracing: > 0 keeps as best the weights that drive best over this many closed-loop episodes
     # (selection seeds, the same at every validation) instead of those with the lowest validation loss
     lr: float = 1e-4  # Adam's learning rate, the paper's 1e-4
@@ -110,6 +115,8 @@ class CloningRecipe(ConfigDict):
         need(self.select_episodes >= 0, f"select_episodes must be >= 0 (got {self.select_episodes})")
         need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
         check_augment(self.augment)
+        need(self.consistency >= 0, f"consistency must be >= 0 (got {self.consistency})")
+        need(not self.consistency or self.augment != "none", "consistency compares a clean and an augmented view: give --augment too")
         need(self.regular_share is None or 0.0 <= self.regular_share <= 1.0, f"regular share must be in [0, 1] (got {self.regular_share})")
         need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
         need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from agents.training import augment as aug
 from agents.training.augment import AUGMENTS, SCENE_ROWS, augment, pink_pictures
 from nac.config import ConfigError
 
@@ -17,7 +18,7 @@ def _frames(n=40, seed=0):
     return torch.from_numpy(frames), np.repeat(np.arange(n // 4), 4)  # ten chunks of four frames
 
 
-@pytest.mark.parametrize("kind", [k for k in AUGMENTS if k != "none"])
+@pytest.mark.parametrize("kind", [*(k for k in AUGMENTS if k != "none"), "randmix+overlay"])
 def test_an_augmentation_changes_whole_chunks_of_the_scene_and_never_the_strip(kind):
     frames, chunk = _frames()
     out = augment(frames, chunk, kind, np.random.default_rng(3))
@@ -63,8 +64,52 @@ def test_overlay_pictures_have_a_natural_spectrum_and_blend_half():
     assert blended.min() >= -0.01 and blended.max() <= 1.01
 
 
-def test_a_bad_augmentation_is_refused():
+def test_randmix_weights_are_the_identity_and_xavier_mixed_by_a_share_drawn_per_chunk():
+    w = aug.randconv_weights(2000, np.random.default_rng(0), mixed=True)
+    again = np.random.default_rng(0)
+    xavier = again.normal(0, aug.XAVIER_STD, (2000, 3, 3, 3, 3))
+    alpha = again.uniform(0, 1, 2000)
+    assert np.allclose(w, alpha[:, None, None, None, None] * aug.IDENTITY + (1 - alpha[:, None, None, None, None]) * xavier)
+    assert aug.IDENTITY.sum() == 3 and (aug.IDENTITY[[0, 1, 2], [0, 1, 2], 1, 1] == 1).all()  # each channel to itself
+    assert 0.45 < alpha.mean() < 0.55  # U(0, 1): from barely changed to fully random
+    assert np.allclose(aug.randconv_weights(5, np.random.default_rng(1), mixed=False),
+                       np.random.default_rng(1).normal(0, aug.XAVIER_STD, (5, 3, 3, 3, 3)))  # randconv: Xavier alone, as before
+    # the identity convolution leaves a frame as it is; a share of it keeps that share of the frame
+    x = torch.rand(2, 10, 12, 3)
+    assert torch.allclose(aug.convolve(x, np.stack([aug.IDENTITY] * 2)), x, atol=1e-6)
+    half = aug.convolve(x, np.stack([0.5 * aug.IDENTITY + 0.5 * xavier[0]] * 2))
+    assert torch.allclose(half, 0.5 * x + 0.5 * aug.convolve(x, np.stack([xavier[0]] * 2)), atol=1e-5)
+
+
+def test_colour_maps_every_pixel_by_one_affine_map_and_stretches_the_frame():
+    frames, chunk = _frames()
+    frames[:, :SCENE_ROWS] = torch.tensor([102, 204, 102], dtype=torch.uint8)  # grass
+    frames[:, 30:50, :SCENE_ROWS] = torch.tensor([102, 102, 102], dtype=torch.uint8)  # a road across it
+    out = augment(frames, chunk, "colour", np.random.default_rng(5))
+    picked = (out != frames).flatten(1).any(1)
+    assert picked.any()
+    for f, o in zip(frames[picked], out[picked]):
+        scene, got = f[:SCENE_ROWS].reshape(-1, 3), o[:SCENE_ROWS].reshape(-1, 3)
+        colours = {tuple(c) for c in got[(scene == torch.tensor([102, 102, 102], dtype=torch.uint8)).all(1)].tolist()}
+        assert len(colours) == 1  # one colour in, one colour out: the map never looks at where a pixel is
+        assert int(got.min()) == 0 and int(got.max()) == 255  # stretched back to the full range
+    a, b = aug.colour_maps(3, np.random.default_rng(0))
+    assert a.shape == (3, 3, 3) and b.shape == (3, 3) and (np.abs(b) <= 0.5).all()
+
+
+def test_kinds_combine_in_their_order():
+    frames, chunk = _frames()
+    both = augment(frames, chunk, "randmix+overlay", np.random.default_rng(7), share=1.0)
+    assert (both != frames).flatten(1).any(1).all()  # share 1: every chunk
+    assert not torch.equal(both, augment(frames, chunk, "overlay+randmix", np.random.default_rng(7), share=1.0))
+    assert aug.kinds("randmix+overlay") == ["randmix", "overlay"] and aug.kinds("none") == []
+
+
+@pytest.mark.parametrize("bad", ["mixup", "randconv+mixup", "none+jitter", "jitter+jitter", ""])
+def test_a_bad_augmentation_is_refused(bad):
     from agents.training.loop import TrainConfig
 
-    with pytest.raises(ConfigError, match="augment must be one of none, jitter, randconv, overlay"):
-        TrainConfig(data=["x"], out="y", augment="mixup")
+    with pytest.raises(ConfigError, match="augment must be one of none, jitter, randconv, randmix, colour, overlay, or several"):
+        TrainConfig(data=["x"], out="y", augment=bad)
+    with pytest.raises(ConfigError, match="consistency compares a clean and an augmented view: give --augment too"):
+        TrainConfig(data=["x"], out="y", consistency=1.0)

@@ -502,10 +502,38 @@ def test_training_with_shift_sees_shifted_frames_and_keeps_its_labels(tmp_path, 
     assert a["frames"].shape == b["frames"].shape and not torch.equal(a["frames"], b["frames"])
     with pytest.raises(ConfigError, match="shift must be in 0..16"):
         TrainConfig(data=["x"], out="y", shift=40)
-    for kind in ("jitter", "randconv", "overlay"):  # an augmentation changes the scene of some frames, never the labels
+    for kind in ("jitter", "randconv", "randmix", "colour", "overlay"):  # an augmentation changes the scene of some frames, never the labels
         c = bc.CarRacingTrainable(dataclasses.replace(cfg, shift=0, augment=kind), demos, resume=False).batch(0, 0, torch.device("cpu"))
         assert torch.equal(c["actions"], b["actions"]) and torch.equal(c["frames"][:, 84:], b["frames"][:, 84:])
         assert not torch.equal(c["frames"], b["frames"]), kind
+
+
+def test_consistency_trains_each_window_clean_and_augmented_and_matches_their_features(tmp_path, tiny_demos_continuous):
+    cfg = TrainConfig(data=[tiny_demos_continuous], out=str(tmp_path / "r"), head="gru", window=2, epochs=1, seed=3)
+    demos = batches.Demos.load(cfg.data)
+    cfg = bc.resolve_config(cfg, demos, None)
+    plain = bc.CarRacingTrainable(cfg, demos, resume=False).batch(0, 0, torch.device("cpu"))
+    task = bc.CarRacingTrainable(dataclasses.replace(cfg, augment="randmix", consistency=0.5), demos, resume=False)
+    two = task.batch(0, 0, torch.device("cpu"))
+    u, n = len(plain["frames"]), len(plain["actions"])
+    assert torch.equal(two["frames"][:u], plain["frames"])  # the clean view is the plain batch
+    views = two["frames"][u:]
+    assert (views[:, :84] != plain["frames"][:, :84]).flatten(1).any(1).all()  # every frame augmented in the other view
+    assert torch.equal(views[:, 84:], plain["frames"][:, 84:])
+    assert torch.equal(two["index"], torch.cat([plain["index"], plain["index"] + u]))  # the same windows on the augmented frames
+    for k in ("actions", "timestamps"):
+        assert torch.equal(two[k], torch.cat([plain[k], plain[k]]))
+    torch.manual_seed(0)
+    task.net.eval()  # no dropout: the two computations below see the same network
+    loss, figures = task.loss(task.net, two, torch.device("cpu"))
+    raw, feats = task.net(two["frames"], two["timestamps"], two["index"], features=True)
+    assert feats.shape[0] == 2 * u
+    bc_part = labels.loss_terms(task.net, raw, two, None)[0].mean()
+    match = (feats[u:] - feats[:u]).pow(2).mean()
+    assert torch.allclose(figures["match"], match) and torch.allclose(loss, bc_part + 0.5 * match)
+    assert n == len(two["actions"]) // 2
+    metrics = train(dataclasses.replace(cfg, augment="randmix", consistency=0.5, out=str(tmp_path / "c")), quiet=True)
+    assert np.isfinite(metrics["best"]["val_loss"])
 
 
 def test_batches_made_ahead_are_the_batches_made_when_asked(tiny_demos_continuous, tmp_path):
