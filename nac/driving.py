@@ -84,6 +84,9 @@ class DrivingNetConfig(ConfigDict):
     # braking: docs/studies/discrete-heads/README.md), and it cannot ask for more than the expert's top speed
     wheel_horizon: int = 1  # wheel_target: the steps the policy's decoder looks ahead when it chooses how to steer towards
     # the angles asked (agents.carracing.wheel.WheelDecoder's horizon; 1: the nearest after this step)
+    drive_average: int = 0  # > 0: when it drives, the policy sees each frame through this many random convolutions (the
+    # identity mixed with Xavier weights, fixed for an episode by its seed) and averages the readouts, Lee et al. 2020's Monte
+    # Carlo approximation over random networks (agents.driving.views); training never uses it
     target_speeds: tuple[float, float] = (20.0, 75.0)  # wheel_speed "target": the least and most the expert's target speed
     # can be (u/s; the discrete track expert's min_speed and max_speed, agents.experts.track.TrackExpertConfig)
 
@@ -100,6 +103,7 @@ class DrivingNetConfig(ConfigDict):
         need(not self.rate_window or self.action_space == "discrete", "rate_window is for discrete actions")
         need(not self.wheel_target or self.action_space == "discrete", "wheel_target is for discrete actions")
         need(not (self.wheel_target and self.rate_window), "choose one of wheel_target and rate_window")
+        need(self.drive_average >= 0, f"drive_average must be >= 0 (got {self.drive_average})")
         need(self.excess_scale > 0, f"excess_scale must be > 0 (got {self.excess_scale})")
         need(self.wheel_speed in WHEEL_SPEEDS, f"wheel_speed must be one of {', '.join(WHEEL_SPEEDS)} (got {self.wheel_speed!r})")
         need(self.wheel_speed == "excess" or self.wheel_target, "wheel_speed is for wheel-angle networks (wheel_target)")

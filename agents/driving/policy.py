@@ -17,6 +17,7 @@ import torch
 
 from agents.carracing.env import FPS
 from agents.carracing.wheel import WHEEL_LIMIT, WheelDecoder, frame_speed
+from agents.driving.views import VIEWS_SEED, randconv_weights, seen_through
 from nac.driving import DrivingNet
 from nac.config import ConfigError
 from nac.checkpoint import load_checkpoint
@@ -121,6 +122,12 @@ class DrivingPolicy:
         self._rngs = [self._rng if seed is None else np.random.default_rng(seed) for seed in seeds]
         self._rng = self._rngs[0]
         self._batch = len(seeds)
+        self._views = None  # drive_average: each episode's random convolutions, (B * M, 3, 3, 3, 3)
+        if self.cfg.drive_average:
+            m = self.cfg.drive_average
+            self._views = torch.as_tensor(np.concatenate([
+                randconv_weights(m, np.random.default_rng([VIEWS_SEED, seed]) if seed is not None else self._rng, mixed=True)
+                for seed in seeds]), dtype=torch.float32, device=self.device)
         self._steps = 0
         self._credit = np.zeros((self._batch, self.cfg.outputs))  # "diffuse": each action's probability owed
         self._decoders = [WheelDecoder(horizon=self.cfg.wheel_horizon) for _ in seeds]  # "wheel": the front wheels as the policy's own actions have turned them
@@ -151,8 +158,10 @@ class DrivingPolicy:
         if len(frames) != self._batch:
             raise ValueError(f"raw_output: {len(frames)} frames for {self._batch} episodes")
         x = torch.as_tensor(np.ascontiguousarray(frames), device=self.device)  # (B, H, W, 3)
+        if self._views is not None:  # every episode's frame through each of its random convolutions: (B * M, H, W, 3)
+            x = seen_through(x.repeat_interleave(self.cfg.drive_average, 0), self._views)
         feat = self.net.encode(x)  # (B, F): the CNN gives each frame the same features in a batch as alone
-        t_ = torch.full((self._batch,), t, dtype=torch.float32, device=self.device)
+        t_ = torch.full((len(x),), t, dtype=torch.float32, device=self.device)
         if self._first is None:
             self._first = (feat, t_)
         self._recent.append((feat, t_))
@@ -160,18 +169,20 @@ class DrivingPolicy:
         head = self.net.head
         if self._streams[phase] is None:
             # Before the episode's first frame, windows repeat it (as datasets.windows does).
-            state = head.init_state(self._batch)
+            state = head.init_state(len(x))  # a stream per episode, or per view of each (drive_average)
             f0, t0 = self._first
             for _ in range(self.cfg.window - 1):
                 _, state = head.step(f0, state, self.net.head_time(t0))
             self._streams[phase] = state
         h, self._streams[phase] = head.step(feat, self._streams[phase], self.net.head_time(t_))
         self._steps += 1
-        return self.net.readout(h)  # (B, A)
+        out = self.net.readout(h)  # (B, A), or (B * M, A) with drive_average
+        return out if self._views is None else out.reshape(self._batch, self.cfg.drive_average, -1).mean(1)
 
     def window(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The features (B, W, F) and times (B, W) the head saw at the latest step, as training's
-        windows cut them (for overlays and analysis; the stream itself does not need them)."""
+        windows cut them (for overlays and analysis; the stream itself does not need them); B * M rows, each episode's
+        views in turn, with drive_average M."""
         if self._first is None:
             raise RuntimeError("window() needs at least one select_action() since reset()")
         n = len(self._recent)

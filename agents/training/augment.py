@@ -34,14 +34,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from agents.carracing.render import FRAME, STRIP_ROWS
+from agents.driving.views import SCENE_ROWS, convolve, randconv_weights
 
 AUGMENTS = ("none", "jitter", "randconv", "randmix", "colour", "overlay")
 SHARE = 0.5  # of chunks augmented
 JITTER = 0.4  # jitter: brightness, contrast, saturation factors in [1 - JITTER, 1 + JITTER]
 HUE_TURN = 0.1  # jitter: the hue turned by up to this share of a full turn
 OVERLAY = 0.5  # overlay: the picture's weight in the blend (SODA's alpha)
-SCENE_ROWS = FRAME - STRIP_ROWS  # rows above the instrument strip
 _GREY = torch.tensor([0.299, 0.587, 0.114])  # luma weights
 
 
@@ -97,30 +96,6 @@ def _jitter(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> T
     rot = np.stack([np.eye(3) * math.cos(t) + math.sin(t) * cross + (1 - math.cos(t)) * np.outer(k, k) for t in theta])  # (n, 3, 3)
     r = torch.as_tensor(rot[which], dtype=x.dtype, device=x.device)  # (u, 3, 3)
     return torch.einsum("uhwc,udc->uhwd", x, r)
-
-
-XAVIER_STD = math.sqrt(2.0 / (3 * 9 + 3 * 9))  # Xavier normal for a 3 x 3 conv, 3 channels in and out
-IDENTITY = np.zeros((3, 3, 3, 3))
-IDENTITY[[0, 1, 2], [0, 1, 2], 1, 1] = 1.0  # (out, in, 3, 3): each channel to itself, at the centre tap
-
-
-def randconv_weights(n: int, rng: np.random.Generator, mixed: bool) -> np.ndarray:
-    """(n, 3, 3, 3, 3) random convolutions: Xavier-normal, or (mixed) alpha * identity + (1 - alpha) * Xavier-normal
-    with alpha from U(0, 1) for each."""
-    w = rng.normal(0, XAVIER_STD, (n, 3, 3, 3, 3))
-    if not mixed:
-        return w
-    alpha = rng.uniform(0, 1, n)[:, None, None, None, None]
-    return alpha * IDENTITY + (1 - alpha) * w
-
-
-def convolve(x: Tensor, weights: np.ndarray | Tensor) -> Tensor:
-    """Each frame of x (u, h, w, 3) by its own 3 x 3 convolution, weights (u, 3, 3, 3, 3) (out, in, kh, kw)."""
-    w = torch.as_tensor(weights, dtype=x.dtype, device=x.device)
-    u, h, wd, _ = x.shape
-    img = x.permute(0, 3, 1, 2).reshape(1, u * 3, h, wd)  # every frame a group of three channels
-    out = torch.nn.functional.conv2d(img, w.reshape(u * 3, 3, 3, 3), padding=1, groups=u)
-    return out.reshape(u, 3, h, wd).permute(0, 2, 3, 1)
 
 
 def _randconv(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:

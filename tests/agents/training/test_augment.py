@@ -64,23 +64,6 @@ def test_overlay_pictures_have_a_natural_spectrum_and_blend_half():
     assert blended.min() >= -0.01 and blended.max() <= 1.01
 
 
-def test_randmix_weights_are_the_identity_and_xavier_mixed_by_a_share_drawn_per_chunk():
-    w = aug.randconv_weights(2000, np.random.default_rng(0), mixed=True)
-    again = np.random.default_rng(0)
-    xavier = again.normal(0, aug.XAVIER_STD, (2000, 3, 3, 3, 3))
-    alpha = again.uniform(0, 1, 2000)
-    assert np.allclose(w, alpha[:, None, None, None, None] * aug.IDENTITY + (1 - alpha[:, None, None, None, None]) * xavier)
-    assert aug.IDENTITY.sum() == 3 and (aug.IDENTITY[[0, 1, 2], [0, 1, 2], 1, 1] == 1).all()  # each channel to itself
-    assert 0.45 < alpha.mean() < 0.55  # U(0, 1): from barely changed to fully random
-    assert np.allclose(aug.randconv_weights(5, np.random.default_rng(1), mixed=False),
-                       np.random.default_rng(1).normal(0, aug.XAVIER_STD, (5, 3, 3, 3, 3)))  # randconv: Xavier alone, as before
-    # the identity convolution leaves a frame as it is; a share of it keeps that share of the frame
-    x = torch.rand(2, 10, 12, 3)
-    assert torch.allclose(aug.convolve(x, np.stack([aug.IDENTITY] * 2)), x, atol=1e-6)
-    half = aug.convolve(x, np.stack([0.5 * aug.IDENTITY + 0.5 * xavier[0]] * 2))
-    assert torch.allclose(half, 0.5 * x + 0.5 * aug.convolve(x, np.stack([xavier[0]] * 2)), atol=1e-5)
-
-
 def test_colour_maps_every_pixel_by_one_affine_map_and_stretches_the_frame():
     frames, chunk = _frames()
     frames[:, :SCENE_ROWS] = torch.tensor([102, 204, 102], dtype=torch.uint8)  # grass
