@@ -22,6 +22,7 @@ import websocket
 
 from agents.driving.rollout import EpisodeResult
 from agents.studies.grid import StudyConfig
+from agents.training.collect import DemosRecipe
 from agents.training.recipe import Recipe
 from agents.studies.study import StudyKind, episode_record, quiet_bars, train_resumable
 from agents.training.udacity import training_tracks
@@ -34,11 +35,11 @@ from sim_bridge.config import SimConfig
 BRIDGE_START_S = 120.0  # a bridge process imports torch and loads its run before it listens; under load that takes a while
 
 
-def record(cfg: StudyConfig, noise: float) -> None:
-    """The expert's drives on seeds 0 .. demos - 1 in the simulator's recording format (with a
-    steering drift of std `noise`: DART), written whole or not at all (an interrupted recording is
+def record(cfg: StudyConfig, recipe: DemosRecipe) -> None:
+    """The expert's drives on seeds 0 .. demos - 1 in the simulator's recording format (with the recipe's
+    steering drift: DART), written whole or not at all (an interrupted recording is
     redone: it takes a minute or two)."""
-    demos = cfg.demos_dir(noise)
+    demos, noise = cfg.demos_dir(recipe), recipe.noise
     if len(recorded_seeds([str(demos)])) >= cfg.demos:
         return
     partial = demos.with_name(demos.name + ".partial")

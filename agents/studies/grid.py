@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from agents.carracing import perturb
+from agents.carracing import scenarios
 from agents.carracing.seeds import VALIDATION_SEED
 from agents.driving.executor import storage_path
 from agents.driving.rollout import Rollouts
 from agents.training.recipe import UDACITY_FIELDS, Recipe
 from agents.training.bc import net_config
+from agents.training.collect import DemosRecipe
 from agents.training.loop import TASKS
 from agents.training.dagger_config import FIRST_SEED
 from agents.training.udacity import TURN_SLOWDOWN
@@ -106,9 +108,11 @@ class StudyConfig(Rollouts):
         n = self.episodes if perturb.parse_level(level).perturbation is None or self.perturb_episodes is None else self.perturb_episodes
         return list(range(self.seed_start, self.seed_start + n))
 
-    def demos_dir(self, noise: float = 0.0) -> Path:
-        """The demonstrations of runs whose recipe has this steering noise (DART): one set per value."""
-        return Path(self.out) / ("demos" if not noise else f"demos-noise{noise:g}")
+    def demos_dir(self, recipe: DemosRecipe | None = None) -> Path:
+        """The demonstrations of runs whose recipe records them this way: one set per steering noise (DART) and scene."""
+        recipe = recipe or DemosRecipe()
+        parts = ([f"noise{recipe.noise:g}"] if recipe.noise else []) + ([f"scene-{recipe.scene}"] if recipe.scene != scenarios.CLEAN else [])
+        return Path(self.out) / "-".join(["demos", *parts])
 
     def run_dir(self, key: str) -> Path:
         return Path(self.out) / "runs" / key

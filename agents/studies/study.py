@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from agents.carracing import perturb, scenarios
-from agents.training.collect import CollectConfig, collect
+from agents.training.collect import CollectConfig, DemosRecipe, collect
 from agents.training.dagger import dagger
 from agents.carracing.env import RENDERER
 from agents.evaluation.evaluate import DriveJob, EvaluateConfig, describe_run, drive
@@ -141,7 +141,7 @@ class StudyKind:
     """What differs between a CarRacing study and a Udacity one; the grid, resume, scheduling and
     study.json are shared. `train` and `episode` run as executor tasks (module-level functions)."""
 
-    record: Callable[[StudyConfig, float], None]  # the shared demonstrations at a steering noise into cfg.demos_dir(noise), resumable
+    record: Callable[[StudyConfig, DemosRecipe], None]  # the shared demonstrations recorded so into cfg.demos_dir(recipe), resumable
     train: Callable[[dict[str, Any]], dict[str, Any]]  # one run to its end -> its figures
     episodes: Callable[[Any], list[dict[str, Any]]]  # a run's held-out episodes at one level -> per seed, in order: return, length,
     # lap_finished, tiles, skipped, step_ms_p50
@@ -150,13 +150,13 @@ class StudyKind:
     training_seeds: Callable[[str], list[int]]  # the tracks a run folder was trained on
 
 
-def _record_demos(cfg: StudyConfig, noise: float) -> None:
-    demos = cfg.demos_dir(noise)
+def _record_demos(cfg: StudyConfig, recipe: DemosRecipe) -> None:
+    demos = cfg.demos_dir(recipe)
     have = len(DemoSet(demos).episodes) if (demos / "manifest.json").is_file() else 0
     if have < cfg.demos:
         collect(CollectConfig(
             out=str(demos), expert=cfg.expert, episodes=cfg.demos, continuous=cfg.continuous, workers=cfg.workers,
-            ray=cfg.ray, resume=(demos / "manifest.json").is_file(), max_steps=cfg.max_steps, noise=noise,
+            ray=cfg.ray, resume=(demos / "manifest.json").is_file(), max_steps=cfg.max_steps, **recipe.to_dict(),
         ))
 
 
@@ -179,15 +179,15 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
     study = StudyFile(cfg)
     study.save()
 
-    # 1. one demonstration set per steering noise of the recipes, recorded once (and only if a run on it still needs training)
+    # 1. one demonstration set per way the recipes record them, recorded once (and only if a run on it still needs training)
     runs = cfg.runs()
 
     def entry(run: dict[str, Any]) -> dict[str, Any]:
         """The run's record in study.json ({} before it is trained)."""
         return study.data["runs"].get(run["key"], {})
 
-    def noise(run: dict[str, Any]) -> float:
-        return study.recipe(run["variant"]).demos.noise
+    def demos(run: dict[str, Any]) -> DemosRecipe:
+        return study.recipe(run["variant"]).demos
 
     def missing(run: dict[str, Any]) -> list[tuple[str, int]]:
         """The (level, seed) episodes of a run not recorded yet."""
@@ -200,8 +200,8 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
             print(f"{run['key']}: its weights are not in {cfg.run_dir(run['key'])} and it has episodes to drive: training it again", flush=True)
             study.forget(run["key"])
     study.save()
-    for level in sorted({noise(r) for r in runs if not entry(r).get("done")}):
-        kind.record(cfg, level)
+    for way in {cfg.demos_dir(demos(r)): demos(r) for r in runs if not entry(r).get("done")}.values():
+        kind.record(cfg, way)
 
     # 2. the task list: training runs not finished, episodes not driven
     seeds = cfg.eval_seeds()
@@ -220,7 +220,7 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
 
     def train_task(run: dict[str, Any]) -> WorkItem:
         job = {
-            "path": str(cfg.run_dir(run["key"])), "demos": str(cfg.demos_dir(noise(run))), "head": run["head"], "seed": run["seed"],
+            "path": str(cfg.run_dir(run["key"])), "demos": str(cfg.demos_dir(demos(run))), "head": run["head"], "seed": run["seed"],
             "recipe": study.data["recipes"][run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps, "continuous": cfg.continuous,
             "device": "cuda" if ray_gpus else "cpu",
         }

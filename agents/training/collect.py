@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from agents.carracing.env import ACTIONS, CONTINUOUS, EPISODE_STEPS, FAST_ID, FPS, RENDERER, make_env
+from agents.carracing.scenarios import CLEAN, check_scenario
 from agents.carracing.state import STATE_FIELDS, car_state
 from agents.experts import EXPERTS, check_expert, make_expert
 from agents.driving.executor import storage_path
@@ -30,9 +31,13 @@ class DemosRecipe(ConfigDict):
 
     noise: float = 0.0  # continuous: the car executes the expert's steering plus a slowly varying offset of this std, the
     # recorded action stays the expert's, so the demonstrations show recoveries (DART)
+    scene: str = CLEAN  # what the frames show while the expert drives (agents.carracing.scenarios.SCENARIOS; it reads the car's
+    # state and drives any): domain-randomize trains under gymnasium's randomised colours. A run's DAgger rollouts drive the
+    # scene of its demonstrations
 
     def __post_init__(self) -> None:
         need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
+        check_scenario(self.scene)
 
 
 @dataclass(kw_only=True)
@@ -148,7 +153,7 @@ class Recorder:
 
 def record_episode(cfg: CollectConfig, seed: int) -> dict[str, Any]:
     """Drive one episode with the expert and write it; returns its manifest entry."""
-    env = make_env(cfg.continuous, cfg.max_steps)
+    env = make_env(cfg.continuous, cfg.max_steps, scenario=cfg.scene)
     try:
         expert: Any = make_expert(cfg.expert, env, cfg.model)
         driver: Any = expert
@@ -172,7 +177,8 @@ def save_recording(out: str, episode: Episode, result: EpisodeResult, extra: dic
         raise
 
 
-def demo_header(expert_name: str, continuous: bool, max_steps: int = EPISODE_STEPS, model: str | None = None) -> dict[str, Any]:
+def demo_header(expert_name: str, continuous: bool, max_steps: int = EPISODE_STEPS, model: str | None = None,
+                scene: str = CLEAN) -> dict[str, Any]:
     """The manifest header of a demonstration set recorded in CarRacing."""
     env = make_env(continuous, max_steps, pixels=False)
     expert = make_expert(expert_name, env, model)
@@ -180,13 +186,26 @@ def demo_header(expert_name: str, continuous: bool, max_steps: int = EPISODE_STE
     return {
         # the frames are FastCarRacing's (CarRacing-v3 drawn by its renderer): gym.make(env_id, **env_kwargs) remakes them
         "env_id": FAST_ID,
-        "env_kwargs": {"continuous": continuous, "max_episode_steps": max_steps, "renderer": RENDERER},
+        "env_kwargs": {"continuous": continuous, "max_episode_steps": max_steps, "renderer": RENDERER, "scenario": scene},
         "action_space": "continuous" if continuous else "discrete",
         "action_names": ["steer", "gas", "brake"] if continuous else list(ACTIONS),
         "frame_rate": FPS,
         "state_fields": list(STATE_FIELDS),
         "expert": expert.describe(),
     }
+
+
+def recorded_scene(demos: DemoSet) -> str:
+    """The scene a demonstration set was recorded in (clean for a set from before scenes were recorded)."""
+    return demos.manifest.get("env_kwargs", {}).get("scenario", CLEAN)
+
+
+def training_scene(folders: list[str]) -> str:
+    """The one scene of a run's demonstration folders, where its DAgger rollouts drive."""
+    scenes = {recorded_scene(DemoSet(f)) for f in folders}
+    if len(scenes) != 1:
+        raise ConfigError(f"the run's demonstrations were recorded in several scenes ({', '.join(sorted(scenes))}); DAgger drives one")
+    return scenes.pop()
 
 
 def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
@@ -202,7 +221,7 @@ def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
         if cfg.resume or cfg.append:
             raise ConfigError(f"nothing to {'resume' if cfg.resume else 'append to'} in {out}: it holds no demonstration set")
         start = cfg.seed_start or 0
-        header = demo_header(cfg.expert, cfg.continuous, cfg.max_steps, cfg.model)
+        header = demo_header(cfg.expert, cfg.continuous, cfg.max_steps, cfg.model, cfg.scene)
         if cfg.noise:
             header["steering_noise"] = {"std": cfg.noise, "persistence": SteeringDrift.PERSISTENCE}  # DART
         demos = DemoSet.create(out, {**header, "planned_seeds": list(range(start, start + cfg.episodes))})
@@ -218,6 +237,8 @@ def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
     recorded_noise = demos.manifest.get("steering_noise", {}).get("std", 0.0)
     if recorded_noise != cfg.noise:
         raise ConfigError(f"{out} was recorded with steering noise {recorded_noise}, not {cfg.noise}")
+    if recorded_scene(demos) != cfg.scene:
+        raise ConfigError(f"{out} was recorded in the scene {recorded_scene(demos)}, not {cfg.scene}")
     if demos.manifest["expert"]["name"] != cfg.expert:
         raise ConfigError(f"{out} was recorded by the {demos.manifest['expert']['name']} expert, not {cfg.expert}")
     demos.recover()

@@ -32,7 +32,7 @@ import torch
 
 from agents.training.trainers import train
 from agents.training.loop import TrainConfig
-from agents.training.collect import Recorder, demo_header, save_recording
+from agents.training.collect import Recorder, demo_header, save_recording, training_scene
 from agents.carracing.env import make_env
 from agents.carracing.measures import OffRoadLimit
 from agents.evaluation.evaluate import EvaluateConfig
@@ -51,15 +51,15 @@ from agents.training.dagger_config import DaggerConfig, recipe_beta
 
 
 def rollout(run: str, expert_name: str, beta: float, out: str, max_steps: int, off_road_steps: int, takeover: float, spec: str | None,
-            seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+            scene: str, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
     """Policy-driven, expert-labelled episodes written into `out`, one per seed; their manifest entries. On an odd seed the
     policy drives under the perturbation `spec` (None: never), one episode at a time as its frames arrive; the others are
     stepped together, one batched forward a step (each episode the one it would be alone, up to the float rounding of a
-    batched forward)."""
+    batched forward). The episodes show `scene` (agents.carracing.scenarios), the run's demonstrations' own."""
     torch.set_num_threads(1)
     policy = DrivingPolicy.from_run(run, "best")
     continuous = policy.continuous
-    envs = [make_env(continuous, max_steps) for _ in seeds]
+    envs = [make_env(continuous, max_steps, scenario=scene) for _ in seeds]
     if off_road_steps:
         envs = [OffRoadLimit(env, off_road_steps) for env in envs]
     try:
@@ -102,8 +102,11 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     data_dir = run / "dagger"
     state_path = run / "dagger.json"
     state = json.loads(state_path.read_text()) if state_path.is_file() else {"rounds": []}
+    # the rollouts show what the run's demonstrations showed
+    scene = training_scene([d for d in TrainConfig.from_dict(saved["train"]).moved_to(run).data if Path(d) != data_dir])
     if not data_dir.is_dir():
-        DemoSet.create(data_dir, {**demo_header(cfg.expert, continuous, cfg.max_steps), "driver": "policy with DAgger beta mixing", "planned_seeds": []})
+        DemoSet.create(data_dir, {**demo_header(cfg.expert, continuous, cfg.max_steps, scene=scene), "driver": "policy with DAgger beta mixing",
+                                  "planned_seeds": []})
     demos = DemoSet(data_dir)
     demos.recover()
     rounds_done = len([r for r in state["rounds"] if r.get("trained")])
@@ -133,7 +136,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         if todo:
             tasks = rollout_batches(todo, spec, EvaluateConfig.batch)
             parallel_map(
-                partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps, cfg.takeover, spec),
+                partial(rollout, str(run), cfg.expert, beta, str(data_dir), cfg.max_steps, cfg.off_road_steps, cfg.takeover, spec, scene),
                 tasks,
                 cfg.executor(shared=(str(run),)),
                 desc=f"DAgger round {r} rollouts (beta {beta:.2f})",

@@ -32,14 +32,16 @@ def tiny(out: Path, **kw) -> StudyConfig:
     return StudyConfig(**{**args, **kw})
 
 
-def test_each_demonstration_noise_records_its_own_set(tmp_path):
+def test_each_demonstration_noise_and_scene_records_its_own_set(tmp_path):
     quick = {**TINY, "dagger_rounds": 0}
-    cfg = tiny(tmp_path / "s", heads=["gru"], seeds=1, variants={"base": quick, "dart": {**quick, "noise": 0.2}}, demos=2, episodes=1, max_steps=40, workers=1)
+    cfg = tiny(tmp_path / "s", heads=["gru"], seeds=1, variants={"base": quick, "dart": {**quick, "noise": 0.2}, "dr": {**quick, "scene": "domain-randomize"}},
+               demos=2, episodes=1, max_steps=40, workers=1)
     run_study(cfg, quiet=True)
-    clean, drifted = (json.loads((tmp_path / "s" / d / "manifest.json").read_text()) for d in ("demos", "demos-noise0.2"))
+    clean, drifted, dr = (json.loads((tmp_path / "s" / d / "manifest.json").read_text()) for d in ("demos", "demos-noise0.2", "demos-scene-domain-randomize"))
     assert "steering_noise" not in clean and drifted["steering_noise"]["std"] == 0.2
+    assert clean["env_kwargs"]["scenario"] == "clean" and dr["env_kwargs"]["scenario"] == "domain-randomize" and "steering_noise" not in dr
     assert [e["seed"] for e in drifted["episodes"]] == [e["seed"] for e in clean["episodes"]] == [0, 1]  # the same tracks
-    for variant, demos in (("base", "demos"), ("dart", "demos-noise0.2")):
+    for variant, demos in (("base", "demos"), ("dart", "demos-noise0.2"), ("dr", "demos-scene-domain-randomize")):
         train = json.loads((tmp_path / "s" / "runs" / variant / "gru/seed0/config.json").read_text())["train"]
         assert train["data"] == [str(tmp_path / "s" / demos)]
     with pytest.raises(ConfigError, match="noise .DART. drifts the steering of continuous actions"):

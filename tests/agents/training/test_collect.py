@@ -38,7 +38,7 @@ def test_collect_records_frames_actions_and_privileged_state(tmp_path):
     assert np.isfinite(excess).all() and (ep.state[:, 3] - excess >= 20.0 - 1e-3).all()
     m = demos.manifest
     assert m["env_id"] == "nacdrive/CarRacing-v3" and m["action_space"] == "discrete"
-    assert m["env_kwargs"] == {"continuous": False, "max_episode_steps": 40, "renderer": "direct"}
+    assert m["env_kwargs"] == {"continuous": False, "max_episode_steps": 40, "renderer": "direct", "scenario": "clean"}
     assert m["expert"]["name"] == "track" and "lookahead" in m["expert"]["config"]
     assert {"python", "gymnasium", "numpy"} <= set(m["software"])
     assert [e["seed"] for e in m["episodes"]] == [0, 1]
@@ -121,3 +121,38 @@ def test_steering_noise_drifts_the_car_while_the_labels_stay_the_experts(tmp_pat
     assert np.allclose(noisy.actions, labels, atol=1e-6) and not np.allclose(noisy.actions, executed, atol=1e-3)
     with pytest.raises(ConfigError, match="is for continuous actions"):
         CollectConfig(out="x", noise=0.3, continuous=False)
+
+
+def _scene_colour(frame):
+    """The commonest colour of the frame's scene (the background, where the camera looks over the grass)."""
+    colours, counts = np.unique(frame[:84].reshape(-1, 3), axis=0, return_counts=True)
+    return tuple(int(c) for c in colours[counts.argmax()])
+
+
+def test_a_scene_is_recorded_in_and_a_run_of_it_drives_its_dagger_rollouts_there(tmp_path):
+    """--scene domain-randomize: the expert drives under gymnasium's random colours; the set says so, takes no episodes
+    of another scene, and a run trained on it drives its DAgger rollouts in it."""
+    from agents.training.dagger import dagger
+    from agents.training.dagger_config import DaggerConfig
+    from agents.training.loop import TrainConfig
+    from agents.training.trainers import train
+
+    collect(_cfg(tmp_path / "clean", episodes=2))
+    clean = {_scene_colour(e.frames[-1]) for e in DemoSet(tmp_path / "clean").load()}
+    assert len(clean) == 1  # the default grass on every track
+    collect(_cfg(tmp_path / "dr", episodes=3, scene="domain-randomize"))
+    demos = DemoSet(tmp_path / "dr")
+    assert demos.manifest["env_kwargs"]["scenario"] == "domain-randomize"
+    colours = {_scene_colour(e.frames[-1]) for e in demos.load()}
+    assert len(colours) == 3 and not colours & clean  # a colour of its own per track, none the default
+    with pytest.raises(ConfigError, match="was recorded in the scene domain-randomize, not clean"):
+        collect(_cfg(tmp_path / "dr", episodes=1, append=True))
+    with pytest.raises(ConfigError, match="unknown scenario"):
+        _cfg(tmp_path / "x", scene="fog")
+    run = tmp_path / "run"
+    train(TrainConfig(data=[str(tmp_path / "dr")], out=str(run), head="gru", window=2, epochs=1, batch_size=16, chunk=4,
+                      val_episodes=[f"dr:{2}"]), quiet=True)
+    dagger(DaggerConfig(run=str(run), rounds=1, episodes=1, epochs=1, workers=1, max_steps=40, beta=0.5), quiet=True)
+    rollouts = DemoSet(run / "dagger")
+    assert rollouts.manifest["env_kwargs"]["scenario"] == "domain-randomize"
+    assert _scene_colour(rollouts.load()[0].frames[-1]) not in clean

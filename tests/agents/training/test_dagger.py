@@ -230,8 +230,8 @@ def test_rollouts_stepped_together_are_each_the_rollout_it_would_be_alone(tiny_d
     together.mkdir(), alone.mkdir()
     args = (str(run), "track", 0.5)
     seeds = (4, 6, 8)  # even: clean even with a perturbation given
-    batched = dagger_module.rollout(*args, str(together), 60, 30, 5.0, "jitter=3", seeds)
-    single = [dagger_module.rollout(*args, str(alone), 60, 30, 5.0, "jitter=3", (s,))[0] for s in seeds]
+    batched = dagger_module.rollout(*args, str(together), 60, 30, 5.0, "jitter=3", "clean", seeds)
+    single = [dagger_module.rollout(*args, str(alone), 60, 30, 5.0, "jitter=3", "clean", (s,))[0] for s in seeds]
     assert [e["seed"] for e in batched] == list(seeds)
     for b, s in zip(batched, single):
         assert {k: v for k, v in b.items() if k != "sha256"} == {k: v for k, v in s.items() if k != "sha256"}

@@ -18,7 +18,8 @@ CHANGED = {"epochs": 3, "minutes": 5.0, "dagger_rounds": 3, "dagger_until": 800.
            "dagger_episodes": 6, "dagger_bend": 150.0, "dagger_epochs": 1, "dagger_minutes": 2.0, "dagger_average": 2, "dagger_select": "check", "dagger_beta": 0.2, "dagger_off_road_steps": 50,
            "dagger_takeover": 3.0, "dagger_perturb": "jitter=2", "window": 6, "stride_jitter": 2, "regular_share": 0.25, "arrival_windows": True,
            "shift": 2, "augment": "jitter", "select_episodes": 2, "lr": 3e-4, "ema": 0.99, "batch_size": 16, "loss": "l1", "balance": "none",
-           "turn_weight": 0.0, "val_fraction": 0.1, "noise": 0.1, "net": {"nac": {"topk": 4}}}
+           "turn_weight": 0.0, "val_fraction": 0.1, "noise": 0.1, "scene": "domain-randomize", "consistency": 0.5,
+           "net": {"nac": {"topk": 4}}}
 
 
 def configs(recipe: Recipe) -> tuple[dict, dict]:
@@ -29,9 +30,10 @@ def configs(recipe: Recipe) -> tuple[dict, dict]:
 def test_every_recipe_field_reaches_the_training_or_the_dagger_rounds():
     assert set(CHANGED) == set(Recipe.names()), "a new recipe field: give it a changed value here"
     for name, value in CHANGED.items():
-        if name in ("noise", "turn_weight"):  # the demonstrations' (collect --noise); the wheel-angle networks' (below)
+        if name in ("noise", "scene", "turn_weight"):  # the demonstrations' (collect --noise, --scene); the wheel-angle networks' (below)
             continue
-        given = {name: value, **({"dagger_max_rounds": 5} if name == "dagger_until" else {})}  # until needs its most rounds
+        given = {name: value, **({"dagger_max_rounds": 5} if name == "dagger_until" else {}),  # until needs its most rounds
+                 **({"augment": "jitter"} if name == "consistency" else {})}  # and consistency an augmentation
         assert configs(Recipe.from_flat(given)) != configs(Recipe.from_flat({k: v for k, v in given.items() if k != name})), \
             f"{name} changes neither the training nor the DAgger rounds"
     t = Recipe.from_flat({"turn_weight": 2.0, "net": {"wheel_target": True}}).train_config("d", "r", head="nac", seed=0, continuous=False)
