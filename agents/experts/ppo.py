@@ -93,7 +93,8 @@ class PPOTrainConfig:
     continuous: bool = field(default=True, metadata={"negated": "discrete", "negated_help": "5 discrete actions (no gSDE) instead "
                                                                                             "of continuous"})  # continuous actions
     # (gSDE needs them; the zoo trains continuous)
-    timesteps: int = 200_000  # PPO environment steps (after frame skip) in this run, warm start excluded
+    timesteps: int = 200_000  # PPO environment steps (after frame skip) of the run in all, warm start excluded: --resume trains
+    # what is left of them, on the same learning-rate schedule (give more to go on further)
     envs: int = 8  # SubprocVecEnv workers (the zoo's 8)
     warm_start: str = field(default="track", metadata={"choices": ("track", "none")})  # track: behaviour-clone the track expert
     # (and DAgger rounds) before PPO, so that PPO starts from a driver; none: from scratch
@@ -347,8 +348,11 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
         venv.save(str(ckpt_dir / f"ppo_vecnormalize_{model.num_timesteps}_steps.pkl"))
 
     try:
-        if cfg.timesteps > 0:
-            model.learn(total_timesteps=cfg.timesteps, callback=callbacks, reset_num_timesteps=not resume, tb_log_name="ppo", progress_bar=True)
+        # SB3 counts a resumed learn's steps on top of those done, so asking for what is left keeps its progress (and the
+        # learning rate's linear decay, lr0 x (1 - steps / timesteps)) where an uninterrupted run would have it
+        left = cfg.timesteps - model.num_timesteps
+        if left > 0:
+            model.learn(total_timesteps=left, callback=callbacks, reset_num_timesteps=not resume, tb_log_name="ppo", progress_bar=True)
         checkpoint()  # the end is a checkpoint too: --resume goes on from here
     except KeyboardInterrupt:
         checkpoint()

@@ -67,11 +67,27 @@ def test_the_value_prefit_fits_the_critic_alone_on_the_warm_starts_returns(tmp_p
     assert logged["value_prefit"]["steps"] == 100 and logged["value_prefit"]["mse_after"] < logged["value_prefit"]["mse_before"]
 
 
-def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path):
-    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=1024, envs=1, warm_steps=32, dagger_rounds=1, dagger_steps=16, value_steps=300,
+def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path, monkeypatch):
+    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=1536, envs=1, warm_steps=32, dagger_rounds=1, dagger_steps=16, value_steps=300,
                          bc_epochs=1, eval_every=10_000, checkpoint_every=10_000, max_steps=60)
-    r = train_ppo(cfg)
-    assert r["timesteps"] >= 1024 and [w["round"] for w in r["warm"]] == [0, 1]
+    updates = []  # (steps, progress left) at each PPO update; the second is interrupted
+    update = PPO.train
+
+    def recorded(self):
+        updates.append((self.num_timesteps, self._current_progress_remaining))
+        if len(updates) == 2:
+            raise KeyboardInterrupt
+        return update(self)
+
+    monkeypatch.setattr(PPO, "train", recorded)
+    with pytest.raises(KeyboardInterrupt, match="PPO interrupted at 1024 steps; --resume continues"):
+        train_ppo(cfg)
+    r = train_ppo(cfg, resume=True)
+    n_steps = zoo_hyperparameters(True)["n_steps"]
+    assert [n for n, _ in updates] == [n_steps, 2 * n_steps, 3 * n_steps] and 3 * n_steps == 1536
+    # the schedule goes on where it was: progress 1 - steps / timesteps at every update, before and after the stop
+    assert np.allclose([p for _, p in updates], [1 - n / 1536 for n, _ in updates])
+    assert r["timesteps"] == 1536 and [w["round"] for w in r["warm"]] == [0, 1]
     run = tmp_path / "ppo"
     assert (run / "expert" / "policy.safetensors").is_file() and list((run / "tb").iterdir())
     assert json.loads((run / "expert" / "config.json").read_text())["use_sde"] is True
@@ -84,8 +100,9 @@ def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path):
     assert torch.equal(exported[name], warm[name]) and not torch.equal(exported[name], last[name])
     with pytest.raises(ConfigError, match="not empty"):
         train_ppo(cfg)
-    again = train_ppo(PPOTrainConfig(out=str(run), timesteps=512), resume=True)
-    assert again["timesteps"] >= 1536  # continued from the checkpoint
+    assert train_ppo(cfg, resume=True)["timesteps"] == 1536  # nothing left to train
+    again = train_ppo(PPOTrainConfig(out=str(run), timesteps=2048), resume=True)
+    assert again["timesteps"] == 2048  # a larger budget goes on from the checkpoint
     env = make_env(True, max_steps=30)
     expert = make_expert("ppo", env, run)
     result = run_episode(env, expert, seed=3)
