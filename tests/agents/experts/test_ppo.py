@@ -16,6 +16,7 @@ from agents.evaluation.expert_eval import ExpertEvalConfig
 from agents.experts import make_expert
 from agents.experts.ppo import FrameSkip, PPOTrainConfig, make_ppo_env, prefit_value, train_ppo, vec_env, zoo_hyperparameters
 from agents.driving.rollout import run_episode
+from datasets.demos import DemoSet
 from nac import ConfigError
 
 
@@ -125,3 +126,19 @@ def test_a_folder_without_an_exported_expert_is_refused_before_any_episode(tmp_p
         CollectConfig(out=str(tmp_path / "d"), expert="track", model=str(tmp_path))
     with pytest.raises(ConfigError, match="unknown expert 'human'"):
         DaggerConfig(run=str(tmp_path), expert="human")
+
+
+def test_the_shipped_ppo_expert_records_demonstrations_that_data_check_passes(tmp_path, capsys):
+    """The paper's pipeline starts here: `collect --expert ppo` (the shipped expert) writes a set that `data check` passes."""
+    from scripts.cli import main
+
+    out = tmp_path / "ppo-demos"
+    assert main(["collect", "--expert", "ppo", "--out", str(out), "--episodes", "2", "--max-steps", "40", "--workers", "1"]) == 0
+    demos = DemoSet(out)
+    assert demos.manifest["expert"]["name"] == "ppo" and demos.seeds() == [0, 1]
+    ep = demos.load()[0]
+    assert len(ep) == 40 and ep.actions.shape == (40, 3) and np.isfinite(ep.actions).all()
+    assert np.isnan(ep.state[:, 6]).all()  # PPO plans no wheel angle: the column says so, it is not made up
+    capsys.readouterr()
+    assert main(["data", "check", str(out)]) == 0
+    assert "2 episodes" in capsys.readouterr().out
