@@ -1,4 +1,4 @@
-"""`nacdrive bench nac|policy|bridge|env|train`: NAC's speed and memory against its baselines (paper, Appendix D.4),
+"""`nacdrive bench nac|policy|bridge|env|train|ppo`: NAC's speed and memory against its baselines (paper, Appendix D.4),
 and the timings of the policy, the bridge, the simulator and a training step.
 
 Its options are written here rather than generated from a config (scripts.options): each target is a function of a
@@ -31,10 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             "throughput as 'nacdrive train' steps, for the CarRacing network and PilotNet (--data, --recording: "
             "default, a few episodes recorded now), on the CPU and the GPU where there is one: samples a second, "
             "the step's p50 / p99 and the share of it spent waiting for data, with batches made ahead "
-            "(--prefetch) and when asked, and on the CPU with torch's dropout, every row beside its twins."
+            "(--prefetch) and when asked, and on the CPU with torch's dropout, every row beside its twins. 'bench ppo' "
+            "measures what bounds the PPO expert's training: gymnasium's step, PPO's training environment, and one PPO "
+            "iteration with the zoo's settings for each count of environments (--envs), its rollout and its update timed "
+            "apart, each as a ratio to gymnasium's step in the same run."
         ),
     )
-    p.add_argument("target", choices=["nac", "policy", "bridge", "env", "train"], help="nac: the layer (Appendix D.4); policy: closed-loop step latency; bridge: Udacity bridge round trips; env: the simulator's step; train: a training step")
+    p.add_argument("target", choices=["nac", "policy", "bridge", "env", "train", "ppo"], help="nac: the layer (Appendix D.4); policy: closed-loop step latency; bridge: Udacity bridge round trips; env: the simulator's step; train: a training step; ppo: PPO's training steps")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--seq-len", type=positive_int, default=1024, help="T of the main table (default 1024)")
     p.add_argument("--passes", type=positive_int, default=10, help="timed forward passes (default 10)")
@@ -49,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prefetch", type=non_negative_int, default=None, help="train: batches made ahead (default: train's)")
     p.add_argument("--run", metavar="RUN", help="bridge: a --task udacity run to serve")
     p.add_argument("--seconds", type=positive_int, default=60, help="bridge: how long to drive (default 60)")
+    p.add_argument("--envs", type=positive_int, nargs="+", default=[1, 2, 8], metavar="N", help="ppo: counts of environments to time (default 1 2 8; the zoo trains on 8)")
     p.set_defaults(func=run)
 
 
@@ -61,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         return run_env(args)
     if args.target == "train":
         return run_train(args)
+    if args.target == "ppo":
+        return run_ppo(args)
     from nac.bench import BenchConfig, run as run_bench, to_markdown
 
     scaling = tuple(t for t in (256, 512, 1024, 2048, 4096, 8192, 16384) if t <= args.max_len)
@@ -134,6 +140,20 @@ def run_train(args: argparse.Namespace) -> int:
     print(f"\nhead {head}; a step: the batch (waited for, if not made ahead), forward, backward, Adam, synchronised on a "
           "GPU; x when asked: samples a second over the same device's row whose batches are made when the step asks; x cpu: "
           "over the CPU's row of the same kind, in this run")
+    _write_json(args.json, rows)
+    return 0
+
+
+def run_ppo(args: argparse.Namespace) -> int:
+    from agents.experts.ppo import bench_ppo
+
+    rows = bench_ppo(tuple(args.envs), gym_steps=args.steps or 300)
+    print("| what | name | steps a second | x gymnasium's step | rollout s | update s |\n|---|---|---|---|---|---|")
+    for r in rows:
+        extra = f" {r['rollout_s']:.1f} ({r['rollout_steps_per_s']:.0f}/s) | {r['update_s']:.1f} ({r['update_steps_per_s']:.0f}/s) |" if "rollout_s" in r else " | |"
+        print(f"| {r['what']} | {r['name']} | {r['steps_per_s']:.1f} | {r['x_gymnasium']:.3f} |{extra}")
+    print("\nx gymnasium's step: steps a second over gymnasium CarRacing-v3's in one process, measured in this run (a PPO step is "
+          "two of the environment's, frame skip 2); a PPO iteration: n_steps 512 per environment, then 10 epochs of batches of 128")
     _write_json(args.json, rows)
     return 0
 

@@ -5,13 +5,14 @@ safetensors + JSON (agents.experts.ppo_expert drives it like any other expert).
 
 The zoo's pipeline: frame skip 2, 64x64, grayscale, 2 stacked frames, 8 environments, CnnPolicy,
 learning rate linear from 1e-4, n_steps 512, batch 128, 10 epochs, gSDE (continuous), reward
-normalisation. From scratch it needs about 4M steps; SB3 PPO steps about 41 times a second on
-2 cores here, hence the warm start.
+normalisation. From scratch it needs about 4M steps, hence the warm start; `nacdrive bench ppo`
+(bench_ppo) says what a step costs, as a ratio to gymnasium's step.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -385,3 +386,63 @@ def export(model: Any, cfg: PPOTrainConfig, directory: Path) -> None:
         "expert": "ppo", "continuous": cfg.continuous, "skip": SKIP, "size": SIZE, "stack": STACK,
         "use_sde": bool(model.use_sde), "policy_kwargs": zoo_hyperparameters(cfg.continuous)["policy_kwargs"],
     })
+
+
+def bench_ppo(envs: tuple[int, ...] = (1, 2, 8), continuous: bool = True, n_steps: int | None = None, gym_steps: int = 300,
+              seed: int = 0) -> list[dict[str, Any]]:
+    """What bounds PPO's training here, each rate beside gymnasium's CarRacing-v3 step measured in the same run
+    (x_gymnasium: PPO's steps a second over gymnasium's steps a second in one process):
+
+    - gymnasium's env.step alone, and one step of PPO's training environment in one process (the zoo's pipeline: frame
+      skip 2 of nac-drive's CarRacing, resized, grey);
+    - for each count of environments (SubprocVecEnv workers, DummyVecEnv for one): one PPO iteration with the zoo's
+      settings, its rollout (n_steps per environment, the policy's forward included) and its update (10 epochs of
+      batches of 128) timed apart, as steps a second of each and of the whole iteration."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    def rate(make: Any, steps: int, step: Any) -> float:
+        env = make()
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            if any(step(env)[2:4]):
+                env.reset()
+        seconds = time.perf_counter() - t0
+        env.close()
+        return steps / seconds
+
+    gas = np.array([0.0, 0.5, 0.0], dtype=np.float32)
+    gym_rate = rate(lambda: gym.make("CarRacing-v3", continuous=True), gym_steps, lambda e: e.step(gas))
+    ppo_env_rate = rate(lambda: make_ppo_env(True, labels=False), gym_steps // SKIP, lambda e: e.step(gas))
+    rows = [{"what": "env.step", "name": "gymnasium CarRacing-v3", "steps_per_s": gym_rate, "x_gymnasium": 1.0},
+            {"what": "env.step", "name": f"PPO's training environment (frame skip {SKIP}), one process", "steps_per_s": ppo_env_rate,
+             "x_gymnasium": ppo_env_rate / gym_rate}]
+    hyper = zoo_hyperparameters(continuous)
+    if n_steps is not None:
+        hyper = {**hyper, "n_steps": n_steps, "batch_size": min(hyper["batch_size"], n_steps)}
+    cfg = PPOTrainConfig(out="", continuous=continuous)
+    for n in envs:
+        venv = VecNormalize(vec_env(cfg, n, seed), norm_obs=False, norm_reward=True)
+        model = PPO("CnnPolicy", venv, learning_rate=1e-4, seed=seed, device="cpu", verbose=0,
+                    **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(hyper["policy_kwargs"]))
+        update_s: list[float] = []
+        train = model.train
+
+        def timed_train() -> None:
+            t0 = time.perf_counter()
+            train()
+            update_s.append(time.perf_counter() - t0)
+
+        model.train = timed_train  # type: ignore[method-assign]
+        steps = hyper["n_steps"] * n
+        t0 = time.perf_counter()
+        model.learn(total_timesteps=steps)
+        total = time.perf_counter() - t0
+        venv.close()
+        rollout = total - sum(update_s)
+        rows.append({"what": "PPO iteration", "name": f"{n} environment{'s' if n > 1 else ''}", "envs": n, "steps": steps,
+                     "rollout_s": rollout, "update_s": sum(update_s), "rollout_steps_per_s": steps / rollout,
+                     "update_steps_per_s": steps / sum(update_s), "steps_per_s": steps / total, "x_gymnasium": steps / total / gym_rate})
+    return rows

@@ -142,3 +142,14 @@ def test_the_shipped_ppo_expert_records_demonstrations_that_data_check_passes(tm
     capsys.readouterr()
     assert main(["data", "check", str(out)]) == 0
     assert "2 episodes" in capsys.readouterr().out
+
+
+def test_the_ppo_bench_times_the_environments_and_an_iteration_apart():
+    from agents.experts.ppo import bench_ppo
+
+    rows = bench_ppo((1,), n_steps=64, gym_steps=20)
+    assert [r["name"] for r in rows][:1] == ["gymnasium CarRacing-v3"] and rows[0]["x_gymnasium"] == 1.0
+    it = rows[-1]
+    assert it["what"] == "PPO iteration" and it["steps"] == 64 and it["rollout_s"] > 0 and it["update_s"] > 0
+    assert np.isclose(it["steps_per_s"], 64 / (it["rollout_s"] + it["update_s"]))  # the iteration is its rollout and its update
+    assert np.isclose(it["x_gymnasium"], it["steps_per_s"] / rows[0]["steps_per_s"])
