@@ -80,6 +80,7 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
             dag = dagger(recipe.dagger_config(str(run), job["expert"], job["seed"], max_steps=job["max_steps"]), quiet=True)
     metrics = json.loads((run / "metrics.json").read_text())
     best = metrics.get("best") or {}
+    checks = [dag.get("bc_check")] + [r.get("check") for r in dag["rounds"]] if dag["rounds"] else []
     return {
         "path": str(run),
         "train_seconds": metrics.get("train_seconds"),
@@ -87,6 +88,11 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
         "val_loss": best.get("val_loss"),
         "val_accuracy": best.get("val_accuracy"),
         "dagger_rollout_returns": [r.get("rollout_mean_return") for r in dag["rounds"]],
+        # what the checks saw, behaviour cloning's weights (round 0) then each round's (None: not checked), and the round whose
+        # weights the run left (None: the last round's, or a mean)
+        "dagger_check_returns": [c["mean_return"] if c else None for c in checks],
+        "dagger_check_worst": [min(c["returns"]) if c else None for c in checks],
+        "dagger_selected": dag.get("selected"),
     }
 
 

@@ -70,6 +70,8 @@ def test_a_tiny_study_runs_every_run_and_episode(process_study):
     assert cfg["train"]["shift"] == 2 and cfg["train"]["val_fraction"] == 0.3  # the recipe reaches the training
     assert cfg["train"]["balance"] == "sampler"
     assert json.loads((out / "runs/base/nac/seed1/dagger.json").read_text())["rounds"][0]["seeds"] == [1_001_000]
+    run = data["runs"]["base/nac/seed1"]  # what the DAgger rounds saw: their rollouts; no check in this recipe
+    assert len(run["dagger_rollout_returns"]) == 1 and run["dagger_check_returns"] == [None, None] and run["dagger_selected"] is None
     # what each task cost in CPU time, for the report's sum (its episodes share an episode task's)
     assert all(r["cpu_seconds"] > 0 for r in data["runs"].values()) and all(e["cpu_seconds"] > 0 for e in data["episodes"])
     assert sum(r["cpu_seconds"] for r in data["runs"].values()) > sum(e["cpu_seconds"] for e in data["episodes"])
@@ -285,3 +287,20 @@ def test_scenario_levels_are_driven_with_the_experts_reference_and_reported_besi
     assert "## Scenarios" in text and "## Scenario color, perturbation drop=0.5" in text and "AttentionAgent 866 ± 112" in text
     assert "| AttentionAgent (published) | 914 ± 15 | 866 ± 112 |" in text
     assert (grown / "report/scenarios.png").is_file()
+
+
+def test_a_run_record_keeps_what_its_checks_saw_and_which_round_it_left(tmp_path, monkeypatch):
+    from agents.studies import study as study_module
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.json").write_text(json.dumps({"best": {"val_loss": 0.1}, "train_seconds": 5.0}))
+    (run / "dagger.json").write_text("{}")  # behaviour cloning is over
+    check = lambda *r: {"returns": list(r), "mean_return": sum(r) / len(r)}  # noqa: E731
+    dag = {"rounds": [{"rollout_mean_return": 700.0, "check": check(900.0, 500.0)}, {"rollout_mean_return": 910.0, "check": check(920.0, 930.0)}],
+           "bc_check": check(300.0, 100.0), "selected": 2}
+    monkeypatch.setattr(study_module, "dagger", lambda cfg, quiet: dag)
+    job = {"path": str(run), "recipe": {}, "demos": "d", "head": "nac", "seed": 0, "max_steps": 60, "expert": "track", "continuous": True}
+    out = study_module.train_run(job)
+    assert out["dagger_rollout_returns"] == [700.0, 910.0] and out["dagger_selected"] == 2
+    assert out["dagger_check_returns"] == [200.0, 700.0, 925.0] and out["dagger_check_worst"] == [100.0, 500.0, 920.0]
