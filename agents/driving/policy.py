@@ -89,7 +89,7 @@ class DrivingPolicy:
     episode when several are driven together: reset_batch, select_actions).
     """
 
-    def __init__(self, net: DrivingNet, actions: str | None = None, seed: int = 0) -> None:
+    def __init__(self, net: DrivingNet, actions: str | None = None, seed: int = 0, drive_average: int | None = None) -> None:
         if actions is None:
             actions = default_decoder(net.config.to_dict())
         if net.config.action_space == "discrete":
@@ -99,14 +99,19 @@ class DrivingPolicy:
         self.net = net.eval()
         self.cfg = net.config
         self.actions = actions
+        # random-convolution views averaged when it drives (DrivingNetConfig.drive_average): the network's own unless given
+        self.average = net.config.drive_average if drive_average is None else drive_average
+        if self.average < 0:
+            raise ConfigError(f"drive average must be >= 0 views (got {self.average})")
         self.device = next(net.parameters()).device
         self._rng = np.random.default_rng(seed)
         self.last: dict[str, Any] = {}
         self.reset()
 
     @classmethod
-    def from_run(cls, path: str | Path, weights: str = "best", device: str = "cpu", actions: str | None = None, seed: int = 0) -> "DrivingPolicy":
-        return cls(load_run(path, weights, device), actions=actions, seed=seed)
+    def from_run(cls, path: str | Path, weights: str = "best", device: str = "cpu", actions: str | None = None, seed: int = 0,
+                 drive_average: int | None = None) -> "DrivingPolicy":
+        return cls(load_run(path, weights, device), actions=actions, seed=seed, drive_average=drive_average)
 
     @property
     def continuous(self) -> bool:
@@ -123,8 +128,8 @@ class DrivingPolicy:
         self._rng = self._rngs[0]
         self._batch = len(seeds)
         self._views = None  # drive_average: each episode's random convolutions, (B * M, 3, 3, 3, 3)
-        if self.cfg.drive_average:
-            m = self.cfg.drive_average
+        if self.average:
+            m = self.average
             self._views = torch.as_tensor(np.concatenate([
                 randconv_weights(m, np.random.default_rng([VIEWS_SEED, seed]) if seed is not None else self._rng, mixed=True)
                 for seed in seeds]), dtype=torch.float32, device=self.device)
@@ -159,7 +164,7 @@ class DrivingPolicy:
             raise ValueError(f"raw_output: {len(frames)} frames for {self._batch} episodes")
         x = torch.as_tensor(np.ascontiguousarray(frames), device=self.device)  # (B, H, W, 3)
         if self._views is not None:  # every episode's frame through each of its random convolutions: (B * M, H, W, 3)
-            x = seen_through(x.repeat_interleave(self.cfg.drive_average, 0), self._views)
+            x = seen_through(x.repeat_interleave(self.average, 0), self._views)
         feat = self.net.encode(x)  # (B, F): the CNN gives each frame the same features in a batch as alone
         t_ = torch.full((len(x),), t, dtype=torch.float32, device=self.device)
         if self._first is None:
@@ -177,7 +182,7 @@ class DrivingPolicy:
         h, self._streams[phase] = head.step(feat, self._streams[phase], self.net.head_time(t_))
         self._steps += 1
         out = self.net.readout(h)  # (B, A), or (B * M, A) with drive_average
-        return out if self._views is None else out.reshape(self._batch, self.cfg.drive_average, -1).mean(1)
+        return out if self._views is None else out.reshape(self._batch, self.average, -1).mean(1)
 
     def window(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The features (B, W, F) and times (B, W) the head saw at the latest step, as training's

@@ -44,6 +44,9 @@ class EvaluateConfig(Rollouts):
     # renderer, the default everywhere) or gymnasium (gymnasium's own pixels, bit for bit, several times slower); the expert
     # reads the car's state and drives the same either way
     scenario: str = scenarios.CLEAN  # what the frames show (agents.carracing.scenarios.SCENARIOS): a generalization test, or clean
+    drive_average: int | None = None  # > 0: each policy sees every frame through this many random convolutions and averages
+    # the readouts (Lee et al.'s test-time Monte Carlo; agents.driving.views), 0: none; default: each run's own (its network's
+    # drive_average). Costs that many times a policy's step
     batch: int = 5  # a run's clean episodes stepped together in one process, one batched policy forward a step (perturbed
     # episodes are driven one at a time); each episode is the one it would be alone
 
@@ -56,6 +59,7 @@ class EvaluateConfig(Rollouts):
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
         need(self.batch >= 1, f"batch must be >= 1 (got {self.batch})")
+        need(self.drive_average is None or self.drive_average >= 0, f"drive average must be >= 0 views (got {self.drive_average})")
         if self.perturb is not None and self.perturb.strip() == perturb.CLEAN:
             self.perturb = None  # "none" names the clean level in a sweep
         if self.perturb is not None:
@@ -93,15 +97,15 @@ def describe_run(path: str, weights: str) -> RunInfo:
     return RunInfo(path, config["net"]["head"], config["net"]["action_space"], seeds, acc, default_decoder(config["net"]), config["net"])
 
 
-def run_policy(path: str, weights: str, actions: str | None) -> DrivingPolicy:
+def run_policy(path: str, weights: str, actions: str | None, average: int | None = None) -> DrivingPolicy:
     """The run's policy, loaded once per process for its episodes, and again when its weights file has changed since (a DAgger
     round trains a run between its checks, in the process that evaluates it)."""
-    return _loaded(path, weights, actions, (Path(path) / f"{weights}.safetensors").stat().st_mtime_ns)
+    return _loaded(path, weights, actions, average, (Path(path) / f"{weights}.safetensors").stat().st_mtime_ns)
 
 
 @lru_cache(maxsize=8)
-def _loaded(path: str, weights: str, actions: str | None, mtime_ns: int) -> DrivingPolicy:
-    return DrivingPolicy.from_run(path, weights, "cpu", actions)
+def _loaded(path: str, weights: str, actions: str | None, average: int | None, mtime_ns: int) -> DrivingPolicy:
+    return DrivingPolicy.from_run(path, weights, "cpu", actions, drive_average=average)
 
 
 class _Timed:
@@ -133,6 +137,7 @@ class DriveJob(NamedTuple):
     renderer: str  # agents.carracing.env.RENDERERS
     scenario: str  # agents.carracing.scenarios.SCENARIOS
     seeds: tuple[int, ...]
+    average: int | None = None  # random-convolution views the policy averages (None: the run's own)
 
 
 def drive(job: DriveJob) -> list[tuple[str, EpisodeResult, np.ndarray]]:
@@ -140,9 +145,9 @@ def drive(job: DriveJob) -> list[tuple[str, EpisodeResult, np.ndarray]]:
     Unperturbed episodes are stepped together (agents.driving.rollout.run_episodes: one batched forward a
     step, its time shared by the episodes); under a perturbation each is driven alone, as its
     frames arrive."""
-    path, weights, actions, continuous, max_steps, spec, renderer, scenario, seeds = job
+    path, weights, actions, continuous, max_steps, spec, renderer, scenario, seeds, average = job
     torch.set_num_threads(1)  # one thread per worker: the latency figures are per CPU thread
-    policy = run_policy(path, weights, actions)
+    policy = run_policy(path, weights, actions, average)
     envs = [make_env(continuous, max_steps, renderer=renderer, scenario=scenario) for _ in seeds]
     try:
         if spec is None:
@@ -190,6 +195,7 @@ def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: l
         "actions": "mean" if info.action_space == "continuous" else cfg.actions or info.decoder,
         "perturbation": cfg.perturb or perturb.CLEAN,
         "scenario": cfg.scenario,
+        "drive_average": info.net.get("drive_average", 0) if cfg.drive_average is None else cfg.drive_average,
         **summarize(r.episode_return for r in results),
         **shares(results),
         "latency_p50_ms": float(np.percentile(lat, 50)) if lat.size else None,
@@ -217,7 +223,7 @@ def evaluate(cfg: EvaluateConfig) -> list[dict[str, Any]]:
             )
     group = cfg.batch if cfg.perturb is None else 1
     jobs = [DriveJob(p, cfg.weights, cfg.actions, info.action_space == "continuous", cfg.max_steps, cfg.perturb, cfg.renderer, cfg.scenario,
-                     tuple(seeds[k:k + group]))
+                     tuple(seeds[k:k + group]), cfg.drive_average)
             for p, info in infos.items() for k in range(0, len(seeds), group)]
     by_run: dict[str, tuple[list[EpisodeResult], list[np.ndarray]]] = {p: ([], []) for p in infos}
 

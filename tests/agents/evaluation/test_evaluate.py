@@ -111,3 +111,13 @@ def test_an_evaluation_in_this_process_drives_the_weights_on_disk_now(tiny_demos
     evaluate(EvaluateConfig(runs=[run], episodes=1, seed_start=500, workers=1, max_steps=5, expert=False))
     after = list(ev.run_policy(run, "best", None).net.parameters())
     assert any(not torch.equal(a, b) for a, b in zip(before, after))
+
+
+def test_drive_average_drives_each_run_through_random_convolutions_when_asked(two_runs):
+    """--drive-average M overrides each run's own (0 here): its policy then averages M random-convolution views."""
+    plain, averaged = (evaluate(EvaluateConfig(runs=two_runs[:1], episodes=1, seed_start=500, workers=1, max_steps=40, expert=False,
+                                               drive_average=m))[0] for m in (None, 2))
+    assert plain["drive_average"] == 0 and averaged["drive_average"] == 2
+    assert ev.run_policy(two_runs[0], "best", None, 3).average == 3 and ev.run_policy(two_runs[0], "best", None).average == 0
+    with pytest.raises(ConfigError, match="drive average must be >= 0 views"):
+        EvaluateConfig(runs=two_runs, drive_average=-1)
