@@ -51,7 +51,7 @@ def test_every_subcommand_has_help(command, capsys):
         (["nope"], "invalid choice: 'nope'"),
         (["bench", "nac", "--bogus"], "nacdrive bench: unrecognized arguments: --bogus"),
         (["bench", "nac", "--passes", "zero"], "expected a whole number >= 1, got 'zero'"),
-        (["bench", "lstm"], "invalid choice: 'lstm' (choose from 'nac', 'policy', 'bridge', 'env', 'train')"),
+        (["bench", "lstm"], "invalid choice: 'lstm' (choose from 'nac', 'policy', 'bridge', 'env', 'train', 'ppo')"),
     ],
 )
 def test_bad_command_lines_end_with_one_line_saying_what_is_allowed(argv, expected, capsys):
