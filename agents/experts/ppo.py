@@ -268,6 +268,9 @@ def prefit_value(model: Any, steps: int, epochs: int, seed: int) -> dict[str, fl
     return {"steps": int(len(x)), "mse_before": before, "mse_after": after, "explained_variance": 1.0 - after / max(float(y.var()), 1e-12)}
 
 
+LOG = "train_log.json"  # a PPO run's log: the warm start, the value pre-fit, every evaluation (the learning curve), the best
+
+
 def _seeded_eval_class() -> Any:
     from stable_baselines3.common.callbacks import EvalCallback
 
@@ -276,14 +279,18 @@ def _seeded_eval_class() -> Any:
         candidate drives the same held-out tracks (SB3's own continues one random stream, so
         each evaluation would see other tracks and "best" would partly be luck)."""
 
-        def __init__(self, seed: int, *args: Any, **kwargs: Any) -> None:
+        def __init__(self, seed: int, on_eval: Any, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self.eval_seed = seed
+            self.eval_seed, self.on_eval = seed, on_eval
 
         def _on_step(self) -> bool:
-            if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0:
+            due = self.eval_freq > 0 and self.n_calls % self.eval_freq == 0
+            if due:
                 self.eval_env.seed(self.eval_seed)
-            return super()._on_step()
+            go_on = super()._on_step()
+            if due:  # the learning curve and the best so far, written as they come (an interruption keeps them)
+                self.on_eval(int(self.evaluations_timesteps[-1]), self.evaluations_results[-1])
+            return go_on
 
     return SeededEval
 
@@ -292,7 +299,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import CheckpointCallback
     from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.vec_env import VecNormalize
+    from stable_baselines3.common.vec_env import VecNormalize, VecTransposeImage
 
     _SeededEval = _seeded_eval_class()
 
@@ -306,12 +313,15 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     elif out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty; use --resume to continue the PPO run there, or another --out")
     out.mkdir(parents=True, exist_ok=True)
-    log: dict[str, Any] = json.loads((out / "log.json").read_text()) if (out / "log.json").is_file() else {}
+    logs = [p for p in (out / LOG, out / "log.json") if p.is_file()]  # log.json: runs from before the name
+    log: dict[str, Any] = json.loads(logs[0].read_text()) if logs else {}
     hyper = zoo_hyperparameters(cfg.continuous)
     write_json(out / "config.json", {"train": asdict(cfg), "hyperparameters": hyper})
 
     venv = vec_env(cfg, cfg.envs, cfg.seed)
-    eval_env = VecNormalize(vec_env(cfg, 1, cfg.eval_seed), norm_obs=False, norm_reward=False, training=False)
+    # wrapped as SB3 wraps the training env (image transpose outside the normalisation), or its EvalCallback cannot sync
+    # the two at its first evaluation
+    eval_env = VecTransposeImage(VecNormalize(vec_env(cfg, 1, cfg.eval_seed), norm_obs=False, norm_reward=False, training=False))
     if resume and latest:
         steps = latest[-1].stem.split("_")[1]
         venv = VecNormalize.load(str(ckpt_dir / f"ppo_vecnormalize_{steps}_steps.pkl"), venv)
@@ -328,7 +338,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
             warm_start(model, cfg, log)
             if cfg.value_steps:
                 log["value_prefit"] = prefit_value(model, cfg.value_steps, cfg.value_epochs, cfg.seed)
-            write_json(out / "log.json", log)
+            write_json(out / LOG, log)
             model.save(str(ckpt_dir / "ppo_0_steps"))
             venv.save(str(ckpt_dir / "ppo_vecnormalize_0_steps.pkl"))
     best_zip = out / "best" / "best_model.zip"
@@ -337,9 +347,15 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
         mean, std = evaluate_policy(model, eval_env, n_eval_episodes=cfg.eval_episodes, deterministic=True)
         model.save(str(best_zip.with_suffix("")))
         log["best_eval"] = {"timesteps": int(model.num_timesteps), "mean_return": float(mean), "std_return": float(std)}
-        write_json(out / "log.json", log)
+        write_json(out / LOG, log)
+    def on_eval(timesteps: int, returns: list[float]) -> None:
+        log.setdefault("evaluations", []).append({"timesteps": timesteps, "mean_return": float(np.mean(returns))})
+        if float(np.mean(returns)) > log["best_eval"]["mean_return"]:  # EvalCallback saved it as best_model.zip
+            log["best_eval"] = {"timesteps": timesteps, "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns))}
+        write_json(out / LOG, log)
+
     evaluator = _SeededEval(
-        cfg.eval_seed, eval_env, eval_freq=max(1, cfg.eval_every // cfg.envs), n_eval_episodes=cfg.eval_episodes,
+        cfg.eval_seed, on_eval, eval_env, eval_freq=max(1, cfg.eval_every // cfg.envs), n_eval_episodes=cfg.eval_episodes,
         best_model_save_path=str(out / "best"), log_path=str(out / "eval"), deterministic=True, verbose=0,
     )
     evaluator.best_mean_reward = log["best_eval"]["mean_return"]  # PPO must beat what it started from
@@ -361,20 +377,11 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     finally:
         venv.close()
         eval_env.close()
-    if evaluator.best_mean_reward > log["best_eval"]["mean_return"]:
-        at = int(np.argmax([np.mean(r) for r in evaluator.evaluations_results]))
-        log["best_eval"] = {
-            "timesteps": int(evaluator.evaluations_timesteps[at]), "mean_return": float(evaluator.best_mean_reward),
-            "std_return": float(np.std(evaluator.evaluations_results[at])),
-        }
-    log["evaluations"] = log.get("evaluations", []) + [
-        {"timesteps": int(t), "mean_return": float(np.mean(r))} for t, r in zip(evaluator.evaluations_timesteps, evaluator.evaluations_results)
-    ]
     # The export is the best policy on the held-out evaluation seeds, not merely the last one:
     # PPO updates with a fresh value function can undo a warm start.
     export(PPO.load(str(best_zip), device=cfg.device), cfg, out / PPO_EXPORT)
     log["timesteps"] = int(model.num_timesteps)
-    write_json(out / "log.json", log)
+    write_json(out / LOG, log)
     return {"out": str(out), "timesteps": int(model.num_timesteps), "expert": str(out / PPO_EXPORT), **log}
 
 

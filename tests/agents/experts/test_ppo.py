@@ -117,6 +117,29 @@ def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path, monke
     assert ExpertEvalConfig(expert="ppo", model=str(run), continuous=True).model == str(run)
 
 
+def test_the_learning_curve_and_the_best_are_logged_as_they_come(tmp_path, monkeypatch):
+    """Every evaluation is in train_log.json when it is made, with the best so far: a run stopped after two keeps both,
+    and the best its resume must beat is the best model saved, not the warm start's."""
+    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=1536, envs=1, warm_steps=32, dagger_rounds=0, value_steps=0, bc_epochs=1,
+                         eval_every=512, eval_episodes=1, checkpoint_every=10_000, max_steps=60)
+    update, calls = PPO.train, []
+
+    def stopped(self):
+        calls.append(self.num_timesteps)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return update(self)
+
+    monkeypatch.setattr(PPO, "train", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        train_ppo(cfg)
+    log = json.loads((tmp_path / "ppo" / "train_log.json").read_text())
+    assert [e["timesteps"] for e in log["evaluations"]] == [512, 1024]  # both evaluations before the stop
+    best = log["best_eval"]  # the warm start's (timesteps 0) or a better evaluation's
+    assert best["mean_return"] >= max(e["mean_return"] for e in log["evaluations"])
+    assert best["timesteps"] == 0 or {"timesteps": best["timesteps"], "mean_return": best["mean_return"]} in log["evaluations"]
+
+
 def test_a_folder_without_an_exported_expert_is_refused_before_any_episode(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     for bad in (tmp_path, tmp_path / "missing"):
