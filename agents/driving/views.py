@@ -39,7 +39,6 @@ def convolve(x: Tensor, weights: np.ndarray | Tensor) -> Tensor:
     return out.reshape(u, 3, h, wd).permute(0, 2, 3, 1)
 
 
-
 def seen_through(frames: Tensor, weights: np.ndarray | Tensor) -> Tensor:
     """frames (n, H, W, 3) uint8, each seen through its own random convolution (n, 3, 3, 3, 3) above the instrument
     strip -> uint8, as training's augmentations store them."""

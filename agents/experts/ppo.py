@@ -349,9 +349,10 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
         log["best_eval"] = {"timesteps": int(model.num_timesteps), "mean_return": float(mean), "std_return": float(std)}
         write_json(out / LOG, log)
     def on_eval(timesteps: int, returns: list[float]) -> None:
-        log.setdefault("evaluations", []).append({"timesteps": timesteps, "mean_return": float(np.mean(returns))})
-        if float(np.mean(returns)) > log["best_eval"]["mean_return"]:  # EvalCallback saved it as best_model.zip
-            log["best_eval"] = {"timesteps": timesteps, "mean_return": float(np.mean(returns)), "std_return": float(np.std(returns))}
+        mean = float(np.mean(returns))
+        log.setdefault("evaluations", []).append({"timesteps": timesteps, "mean_return": mean})
+        if mean > log["best_eval"]["mean_return"]:  # EvalCallback saved it as best_model.zip
+            log["best_eval"] = {"timesteps": timesteps, "mean_return": mean, "std_return": float(np.std(returns))}
         write_json(out / LOG, log)
 
     evaluator = _SeededEval(

@@ -10,7 +10,8 @@ policy reads, look the same in every scenario of agents.carracing.scenarios).
 - `randmix`: random convolution with Lee et al.'s weights mixed with the identity, alpha * identity + (1 - alpha) *
   Xavier with alpha drawn from U(0, 1) per chunk (RandConv's mixing, Xu et al. 2021): from barely changed to fully
   random. Lee et al.'s other two parts are the recipe's `consistency` (agents.training.bc: their feature matching)
-  and the policy's `average` (agents.driving.policy: the actions averaged over several random networks at test).
+  and the network's `drive_average` (agents.driving.views: the readouts averaged over several random networks when it
+  drives).
 - `colour`: a random affine colour transform of the whole scene, one per chunk: x -> A x + b with
   A = alpha * identity + (1 - alpha) * R, R's entries from N(0, 1/3), alpha from U(0, 1), b from U(-0.5, 0.5)^3, then
   each frame's scene stretched back to 0..1 by its own lowest and highest value (the same for every pixel: no pixel

@@ -219,15 +219,15 @@ class CarRacingTrainable:
         return batch
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, dict[str, Tensor]]:
-        if not self.consistency:
-            raw = model(batch["frames"], batch["timestamps"], batch["index"])
-            per_row, correct = loss_terms(self.net, raw, batch, self._loss_weights(device), self.loss_kind)
-            return per_row.mean(), {"acc": correct.float().mean()}
-        raw, feats = model(batch["frames"], batch["timestamps"], batch["index"], features=True)
+        out = model(batch["frames"], batch["timestamps"], batch["index"], features=bool(self.consistency))
+        raw, feats = out if self.consistency else (out, None)
         per_row, correct = loss_terms(self.net, raw, batch, self._loss_weights(device), self.loss_kind)
+        figures = {"acc": correct.float().mean()}
+        if feats is None:
+            return per_row.mean(), figures
         u = len(feats) // 2  # two_views: the clean frames' features, then the augmented ones'
         match = (feats[u:].float() - feats[:u].detach().float()).pow(2).mean()
-        return per_row.mean() + self.consistency * match, {"acc": correct.float().mean(), "match": match.detach()}
+        return per_row.mean() + self.consistency * match, {**figures, "match": match.detach()}
 
     def _loss_weights(self, device: torch.device) -> Tensor | None:
         """The class weights as a tensor on `device`, made once (the loss runs every step)."""
