@@ -11,6 +11,7 @@ from agents.carracing import perturb
 from agents.carracing import scenarios
 from agents.carracing.seeds import VALIDATION_SEED
 from agents.driving.executor import storage_path
+from agents.experts import EXPERTS, check_expert
 from agents.driving.rollout import Rollouts
 from agents.training.recipe import UDACITY_FIELDS, Recipe
 from agents.training.bc import net_config
@@ -42,7 +43,8 @@ class StudyConfig(Rollouts):
     demos: int = 50  # expert demonstrations (seeds 0 .. demos - 1), recorded once and shared
     continuous: bool = field(default=True, metadata={"negated": "discrete", "negated_help": "5 discrete actions instead of continuous "
                                                                                             "(steer, gas, brake)"})  # continuous actions
-    expert: str = "track"  # who demonstrates and labels DAgger rollouts
+    expert: str = field(default="track", metadata={"choices": EXPERTS})  # who demonstrates and labels DAgger rollouts: track, the
+    # privileged track follower, or ppo, the shipped PPO expert
     episodes: int = 50  # held-out episodes per run at the clean level
     perturb_episodes: int | None = None  # held-out episodes per run at each perturbation level: the first ones of the clean
     # level's seeds (default: episodes)
@@ -58,6 +60,7 @@ class StudyConfig(Rollouts):
         super().__post_init__()
         self.out = storage_path(self.out, self.ray)
         need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
+        check_expert(self.expert, None, self.continuous)  # the name, and for ppo the shipped model's action space
         need(bool(self.heads), "give at least one head")
         allowed = [*HEADS, DENSE] if self.task == "udacity" else list(HEADS)
         unknown = [h for h in self.heads if h not in allowed]

@@ -15,6 +15,10 @@ def test_study_config_refuses(tmp_path):
         tiny(tmp_path, seed_start=2)
     with pytest.raises(ConfigError, match="unknown scenario or perturbation"):
         tiny(tmp_path, levels=["none", "fog=1"])
+    with pytest.raises(ConfigError, match="unknown expert 'planner'; choose one of track, ppo"):
+        tiny(tmp_path, expert="planner")
+    with pytest.raises(ConfigError, match="trained for continuous actions; drop --discrete"):  # the shipped PPO expert
+        tiny(tmp_path, expert="ppo", continuous=False)
     # each variant's network, for each head and the study's action space, before anything is trained
     with pytest.raises(ConfigError, match="variant 'r' with head gru: rate_window is for discrete actions"):
         tiny(tmp_path, heads=["gru"], variants={"r": {"net": {"rate_window": 4}}})
