@@ -8,13 +8,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import VecNormalize
 
 from agents.training.collect import CollectConfig
 from agents.training.dagger_config import DaggerConfig
 from agents.carracing.env import make_env
 from agents.evaluation.expert_eval import ExpertEvalConfig
 from agents.experts import make_expert
-from agents.experts.ppo import FrameSkip, PPOTrainConfig, make_ppo_env, prefit_value, train_ppo, vec_env, zoo_hyperparameters
+from agents.experts.ppo import FrameSkip, PPOTrainConfig, collect, make_ppo_env, prefit_value, train_ppo, vec_env, zoo_hyperparameters
 from agents.driving.rollout import run_episode
 from datasets.demos import DemoSet
 from nac import ConfigError
@@ -50,8 +51,6 @@ def test_frame_skip_repeats_the_action_and_sums_rewards():
 def test_the_value_prefit_fits_the_critic_alone_on_the_warm_starts_returns(tmp_path):
     """The pre-fit moves the value head only (the policy's actions and the shared features stay the warm start's) and
     lowers its error on the warm-started policy's own discounted returns; a run logs it before its first update."""
-    from stable_baselines3.common.vec_env import VecNormalize
-
     cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=0, envs=1, warm_steps=32, dagger_rounds=0, bc_epochs=1,
                          eval_episodes=1, max_steps=60, value_steps=0)
     train_ppo(cfg)  # the warm start alone
@@ -66,6 +65,28 @@ def test_the_value_prefit_fits_the_critic_alone_on_the_warm_starts_returns(tmp_p
     env.close()
     logged = train_ppo(PPOTrainConfig(**{**cfg.__dict__, "out": str(tmp_path / "with"), "value_steps": 300}))
     assert logged["value_prefit"]["steps"] == 100 and logged["value_prefit"]["mse_after"] < logged["value_prefit"]["mse_before"]
+
+
+def test_a_short_ppo_update_after_the_value_prefit_keeps_the_warm_starts_actions(tmp_path):
+    """PPO's updates from a warm start with its value pre-fitted (two rollouts of 512 steps, 10 epochs each; the linear
+    schedule's learning rate is lr0 / 2 at the first and 0 at the last) move the deterministic actions on the frames the
+    warm start drives itself by less than `keep` per action on average (a run's first updates refine the warm start, they
+    do not replace it); the warm start's own error on the expert's labels there is several times that."""
+    keep = 0.05
+    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=1024, envs=1, warm_steps=384, dagger_rounds=0, bc_epochs=3,
+                         value_steps=600, eval_every=10_000, checkpoint_every=10_000, eval_episodes=1, max_steps=120)
+    train_ppo(cfg)
+    env = VecNormalize(vec_env(cfg, 1, 5), norm_obs=False, norm_reward=True)
+    warm = PPO.load(str(tmp_path / "ppo" / "checkpoints" / "ppo_0_steps.zip"), env=env)
+    updated = PPO.load(str(tmp_path / "ppo" / "checkpoints" / "ppo_1024_steps.zip"), env=env)
+    assert np.allclose(warm.policy.log_std.detach().numpy(), cfg.warm_log_std)  # PPO explores from the warm start's own noise
+    frames, labels, _ = collect(warm, env, 120, 0.0, np.random.default_rng(0), "frames")  # the warm start drives
+    env.close()
+    before, _ = warm.predict(frames, deterministic=True)
+    after, _ = updated.predict(frames, deterministic=True)
+    moved = np.abs(after - before).mean(axis=0)
+    assert (moved > 0).all() and (moved < keep).all(), moved  # it was updated, and it stayed near
+    assert np.abs(before - labels).mean() > 3 * moved.mean()
 
 
 def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path, monkeypatch):
