@@ -106,6 +106,9 @@ class PPOTrainConfig:
     value_steps: int = 8192  # with a warm start: steps the warm-started policy drives (sampled, as PPO's rollouts) to
     # pre-fit PPO's value function on its own discounted returns before the first update (0: no pre-fit)
     value_epochs: int = 5  # passes of the value pre-fit over those steps
+    shared_features: bool = False  # the critic on the policy's own CNN, as the zoo has it. Apart (the default), the critic
+    # has its own copy, the warm start's once the cloning is done: shared, the value loss's gradients moved the warm start's
+    # features (7-13 % of their weights in 20 000 steps) and its gas by 0.17 on its own frames, and PPO undid it
     warm_log_std: float = -3.5  # continuous, with a warm start: gSDE's exploration log std once the cloning is done, before
     # the value pre-fit and PPO's rollouts. At the zoo's -2.0 the warm start's sampled driving crashed (206 mean on held-out
     # seeds 30000..30005 against 924 deterministic; -3.0: 882, -4.0: 924), so PPO learnt from a policy that was not the
@@ -127,6 +130,11 @@ class PPOTrainConfig:
         need(self.warm_steps >= 1 and self.dagger_steps >= 1 and self.bc_epochs >= 1, "warm-start sizes must be >= 1")
         need(self.value_steps >= 0 and self.value_epochs >= 1, "value_steps must be >= 0 and value_epochs >= 1")
         need(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.eval_episodes >= 1, "eval and checkpoint intervals must be >= 1")
+
+
+def run_policy_kwargs(cfg: PPOTrainConfig) -> dict[str, Any]:
+    """The policy's kwargs as JSON (the export's config.json keeps them): the zoo's, the features shared or not."""
+    return {**zoo_hyperparameters(cfg.continuous)["policy_kwargs"], "share_features_extractor": cfg.shared_features}
 
 
 def vec_env(cfg: PPOTrainConfig, n: int, seed: int) -> Any:
@@ -336,10 +344,12 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
         model = PPO(
             "CnnPolicy", venv, learning_rate=lambda progress: lr0 * progress, seed=cfg.seed, device=cfg.device,
             tensorboard_log=str(out / "tb"), verbose=0,
-            **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(hyper["policy_kwargs"]),
+            **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(run_policy_kwargs(cfg)),
         )
         if cfg.warm_start == "track" and "warm" not in log:
             warm_start(model, cfg, log)
+            if not cfg.shared_features:  # the critic starts from the cloned features (its pre-fit fits its head on them)
+                model.policy.vf_features_extractor.load_state_dict(model.policy.pi_features_extractor.state_dict())
             if model.use_sde:
                 model.policy.log_std.data.fill_(cfg.warm_log_std)
                 model.policy.reset_noise(cfg.envs)
@@ -399,7 +409,8 @@ def export(model: Any, cfg: PPOTrainConfig, directory: Path) -> None:
     save_model(model.policy, str(directory / "policy.safetensors"))  # handles the shared feature extractor
     write_json(directory / "config.json", {
         "expert": "ppo", "continuous": cfg.continuous, "skip": SKIP, "size": SIZE, "stack": STACK,
-        "use_sde": bool(model.use_sde), "policy_kwargs": zoo_hyperparameters(cfg.continuous)["policy_kwargs"],
+        "use_sde": bool(model.use_sde),
+        "policy_kwargs": {**zoo_hyperparameters(cfg.continuous)["policy_kwargs"], "share_features_extractor": bool(model.policy.share_features_extractor)},
     })
 
 
@@ -441,7 +452,7 @@ def bench_ppo(envs: tuple[int, ...] = (1, 2, 8), continuous: bool = True, n_step
     for n in envs:
         venv = VecNormalize(vec_env(cfg, n, seed), norm_obs=False, norm_reward=True)
         model = PPO("CnnPolicy", venv, learning_rate=1e-4, seed=seed, device="cpu", verbose=0,
-                    **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(hyper["policy_kwargs"]))
+                    **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(run_policy_kwargs(cfg)))
         update_s: list[float] = []
         train = model.train
 

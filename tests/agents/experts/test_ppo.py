@@ -80,6 +80,10 @@ def test_a_short_ppo_update_after_the_value_prefit_keeps_the_warm_starts_actions
     warm = PPO.load(str(tmp_path / "ppo" / "checkpoints" / "ppo_0_steps.zip"), env=env)
     updated = PPO.load(str(tmp_path / "ppo" / "checkpoints" / "ppo_1024_steps.zip"), env=env)
     assert np.allclose(warm.policy.log_std.detach().numpy(), cfg.warm_log_std)  # PPO explores from the warm start's own noise
+    pi, vf = warm.policy.pi_features_extractor.state_dict(), warm.policy.vf_features_extractor.state_dict()
+    assert all(torch.equal(pi[k], vf[k]) for k in pi)  # the critic's own CNN starts as the cloned one
+    new_pi, new_vf = updated.policy.pi_features_extractor.state_dict(), updated.policy.vf_features_extractor.state_dict()
+    assert not all(torch.equal(new_pi[k], new_vf[k]) for k in pi)  # and each trains on its own loss
     frames, labels, _ = collect(warm, env, 120, 0.0, np.random.default_rng(0), "frames")  # the warm start drives
     env.close()
     before, _ = warm.predict(frames, deterministic=True)
