@@ -107,8 +107,9 @@ class PPOTrainConfig:
     # pre-fit PPO's value function on its own discounted returns before the first update (0: no pre-fit)
     value_epochs: int = 5  # passes of the value pre-fit over those steps
     shared_features: bool = False  # the critic on the policy's own CNN, as the zoo has it. Apart (the default), the critic
-    # has its own copy, the warm start's once the cloning is done: shared, the value loss's gradients moved the warm start's
-    # features (7-13 % of their weights in 20 000 steps) and its gas by 0.17 on its own frames, and PPO undid it
+    # has its own copy, the warm start's once the cloning is done, and the value loss cannot move the features the actions
+    # read: shared, a warm-started run's CNN moved 3-13 % in 20 000 steps and most of its actions' change came through it
+    # (docs/studies/ppo-expert/)
     warm_log_std: float = -3.5  # continuous, with a warm start: gSDE's exploration log std once the cloning is done, before
     # the value pre-fit and PPO's rollouts. At the zoo's -2.0 the warm start's sampled driving crashed (206 mean on held-out
     # seeds 30000..30005 against 924 deterministic; -3.0: 882, -4.0: 924), so PPO learnt from a policy that was not the
