@@ -133,9 +133,9 @@ class PPOTrainConfig:
         need(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.eval_episodes >= 1, "eval and checkpoint intervals must be >= 1")
 
 
-def run_policy_kwargs(cfg: PPOTrainConfig) -> dict[str, Any]:
+def run_policy_kwargs(continuous: bool, shared_features: bool) -> dict[str, Any]:
     """The policy's kwargs as JSON (the export's config.json keeps them): the zoo's, the features shared or not."""
-    return {**zoo_hyperparameters(cfg.continuous)["policy_kwargs"], "share_features_extractor": cfg.shared_features}
+    return {**zoo_hyperparameters(continuous)["policy_kwargs"], "share_features_extractor": shared_features}
 
 
 def vec_env(cfg: PPOTrainConfig, n: int, seed: int) -> Any:
@@ -259,7 +259,7 @@ def prefit_value(model: Any, steps: int, epochs: int, seed: int) -> dict[str, fl
 
     def values(idx: np.ndarray) -> torch.Tensor:
         t, _ = policy.obs_to_tensor(x[idx])
-        with torch.no_grad():  # the shared features stay the warm start's
+        with torch.no_grad():  # the features (the critic's own or the shared ones) stay the warm start's
             features = policy.extract_features(t)
         features = features[1] if isinstance(features, tuple) else features
         return policy.value_net(policy.mlp_extractor.forward_critic(features)).flatten()
@@ -345,7 +345,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
         model = PPO(
             "CnnPolicy", venv, learning_rate=lambda progress: lr0 * progress, seed=cfg.seed, device=cfg.device,
             tensorboard_log=str(out / "tb"), verbose=0,
-            **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(run_policy_kwargs(cfg)),
+            **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(run_policy_kwargs(cfg.continuous, cfg.shared_features)),
         )
         if cfg.warm_start == "track" and "warm" not in log:
             warm_start(model, cfg, log)
@@ -410,8 +410,7 @@ def export(model: Any, cfg: PPOTrainConfig, directory: Path) -> None:
     save_model(model.policy, str(directory / "policy.safetensors"))  # handles the shared feature extractor
     write_json(directory / "config.json", {
         "expert": "ppo", "continuous": cfg.continuous, "skip": SKIP, "size": SIZE, "stack": STACK,
-        "use_sde": bool(model.use_sde),
-        "policy_kwargs": {**zoo_hyperparameters(cfg.continuous)["policy_kwargs"], "share_features_extractor": bool(model.policy.share_features_extractor)},
+        "use_sde": bool(model.use_sde), "policy_kwargs": run_policy_kwargs(cfg.continuous, bool(model.policy.share_features_extractor)),
     })
 
 
@@ -453,7 +452,7 @@ def bench_ppo(envs: tuple[int, ...] = (1, 2, 8), continuous: bool = True, n_step
     for n in envs:
         venv = VecNormalize(vec_env(cfg, n, seed), norm_obs=False, norm_reward=True)
         model = PPO("CnnPolicy", venv, learning_rate=1e-4, seed=seed, device="cpu", verbose=0,
-                    **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(run_policy_kwargs(cfg)))
+                    **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(run_policy_kwargs(cfg.continuous, cfg.shared_features)))
         update_s: list[float] = []
         train = model.train
 

@@ -11,8 +11,8 @@ from agents.carracing import perturb
 from agents.carracing import scenarios
 from agents.carracing.seeds import VALIDATION_SEED
 from agents.driving.executor import storage_path
-from agents.experts import EXPERTS, check_expert
 from agents.driving.rollout import Rollouts
+from agents.experts import EXPERTS, check_expert
 from agents.training.recipe import UDACITY_FIELDS, Recipe
 from agents.training.bc import net_config
 from agents.training.collect import DemosRecipe

@@ -49,7 +49,7 @@ def test_frame_skip_repeats_the_action_and_sums_rewards():
 
 
 def test_the_value_prefit_fits_the_critic_alone_on_the_warm_starts_returns(tmp_path):
-    """The pre-fit moves the value head only (the policy's actions and the shared features stay the warm start's) and
+    """The pre-fit moves the value head only (the policy's actions and the features stay the warm start's) and
     lowers its error on the warm-started policy's own discounted returns; a run logs it before its first update."""
     cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=0, envs=1, warm_steps=32, dagger_rounds=0, bc_epochs=1,
                          eval_episodes=1, max_steps=60, value_steps=0)
