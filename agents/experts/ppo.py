@@ -114,6 +114,10 @@ class PPOTrainConfig:
     # the value pre-fit and PPO's rollouts. At the zoo's -2.0 the warm start's sampled driving crashed (206 mean on held-out
     # seeds 30000..30005 against 924 deterministic; -3.0: 882, -4.0: 924), so PPO learnt from a policy that was not the
     # warm start's and undid it (921.8 -> 358.4 at its first evaluation, 20 000 steps)
+    anchor_epochs: int = 0  # after each PPO update, passes of behaviour cloning over that update's own rollout, every
+    # frame labelled by the track expert (DAgger on the states PPO visits, an anchor to the expert that the policy gradient
+    # lacks); 0: PPO alone. PPO alone from a warm start of 920.0 gave 773.7 at 20 000 steps, 875.5 at 40 000
+    # (docs/studies/ppo-expert/)
     eval_every: int = 20_000  # steps between evaluations on held-out seeds
     eval_episodes: int = 5  # episodes per evaluation
     eval_seed: int = 30_000  # the eval callback's first held-out seed
@@ -129,6 +133,7 @@ class PPOTrainConfig:
             self.warm_start = "none"
         need(self.warm_start in ("track", "none"), f"warm start must be track or none (got {self.warm_start!r})")
         need(self.warm_steps >= 1 and self.dagger_steps >= 1 and self.bc_epochs >= 1, "warm-start sizes must be >= 1")
+        need(self.anchor_epochs >= 0, f"anchor epochs must be >= 0 (got {self.anchor_epochs})")
         need(self.value_steps >= 0 and self.value_epochs >= 1, "value_steps must be >= 0 and value_epochs >= 1")
         need(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.eval_episodes >= 1, "eval and checkpoint intervals must be >= 1")
 
@@ -181,11 +186,12 @@ def collect(model: Any, venv: Any, steps: int, beta: float, rng: np.random.Gener
     return np.concatenate(xs), np.concatenate(ys), returns
 
 
-def behaviour_clone(model: Any, obs: np.ndarray, labels: np.ndarray, epochs: int, seed: int) -> float:
+def behaviour_clone(model: Any, obs: np.ndarray, labels: np.ndarray, epochs: int, seed: int, opt: torch.optim.Optimizer | None = None) -> float:
     """Fit PPO's own policy network to the expert's labels: the mean action (continuous, MSE)
-    or the action logits (discrete, cross-entropy). Returns the last epoch's mean loss."""
+    or the action logits (discrete, cross-entropy), by `opt` (a fresh Adam at 3e-4 if None).
+    Returns the last epoch's mean loss."""
     policy = model.policy
-    opt = torch.optim.Adam(policy.parameters(), lr=3e-4)
+    opt = opt or torch.optim.Adam(policy.parameters(), lr=3e-4)
     rng = np.random.default_rng(seed)
     loss_sum = 0.0
     policy.set_training_mode(True)
@@ -208,6 +214,55 @@ def behaviour_clone(model: Any, obs: np.ndarray, labels: np.ndarray, epochs: int
         loss_sum /= max(1, n)
     policy.set_training_mode(False)
     return loss_sum
+
+
+def anchored_ppo_class() -> Any:
+    from stable_baselines3 import PPO
+
+    class AnchoredPPO(PPO):
+        """SB3's PPO, and after each update `anchor_epochs` passes of behaviour cloning over the update's own rollout,
+        each frame labelled by the track expert that the training environments carry (ExpertLabel): DAgger on the
+        states PPO itself visits, by an Adam of its own at PPO's current learning rate. Written here: SB3 has no
+        auxiliary imitation loss; the labels are recorded as SB3 hands each step's infos over (_update_info_buffer),
+        for the frame the rollout buffer stores next."""
+
+        anchor_epochs = 0
+
+        def _excluded_save_params(self) -> list[str]:
+            return [*super()._excluded_save_params(), "anchor_labels", "anchor_current", "anchor_opt"]
+
+        def _setup_learn(self, *args: Any, **kwargs: Any) -> Any:
+            out = super()._setup_learn(*args, **kwargs)  # resets the environments
+            if self.anchor_epochs:
+                base = self.env.unwrapped
+                self.anchor_current = _labels(base.reset_infos, base.reset_infos, np.ones(self.n_envs, bool))
+                self.anchor_labels = np.zeros((self.n_steps, *self.anchor_current.shape), np.float32)
+                self.anchor_opt = torch.optim.Adam(self.policy.parameters(), lr=self.lr_schedule(1.0))
+            return out
+
+        def _update_info_buffer(self, infos: list[dict], dones: np.ndarray | None = None) -> None:
+            super()._update_info_buffer(infos, dones)
+            if self.anchor_epochs and dones is not None:  # the frame the buffer stores next is the one these labels are for
+                self.anchor_labels[self.rollout_buffer.pos] = self.anchor_current
+                self.anchor_current = _labels(infos, self.env.unwrapped.reset_infos, dones)
+
+        def train(self) -> None:
+            super().train()
+            if not self.anchor_epochs:
+                return
+            for group in self.anchor_opt.param_groups:
+                group["lr"] = self.lr_schedule(self._current_progress_remaining)
+            buf, labels = self.rollout_buffer, self.anchor_labels  # (n_steps, envs, ...)
+            if buf.generator_ready:  # PPO's update flattened its buffer environment by environment (swap_and_flatten)
+                labels = labels.swapaxes(0, 1)
+            labels = labels.reshape(self.n_steps * self.n_envs, -1)
+            obs = buf.observations.reshape(len(labels), *buf.obs_shape)
+            if isinstance(self.action_space, gym.spaces.Discrete):
+                labels = labels[:, 0]
+            loss = behaviour_clone(self, obs, labels, self.anchor_epochs, (self.seed or 0) + self._n_updates, self.anchor_opt)
+            self.logger.record("train/anchor_loss", loss)
+
+    return AnchoredPPO
 
 
 def warm_start(model: Any, cfg: PPOTrainConfig, log: dict[str, Any]) -> None:
@@ -315,6 +370,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     from stable_baselines3.common.vec_env import VecNormalize, VecTransposeImage
 
     _SeededEval = _seeded_eval_class()
+    AnchoredPPO = anchored_ppo_class()
 
     out = Path(cfg.out)
     ckpt_dir = out / "checkpoints"
@@ -338,11 +394,11 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     if resume and latest:
         steps = latest[-1].stem.split("_")[1]
         venv = VecNormalize.load(str(ckpt_dir / f"ppo_vecnormalize_{steps}_steps.pkl"), venv)
-        model = PPO.load(str(latest[-1]), env=venv, device=cfg.device, tensorboard_log=str(out / "tb"))
+        model = AnchoredPPO.load(str(latest[-1]), env=venv, device=cfg.device, tensorboard_log=str(out / "tb"))
     else:
         venv = VecNormalize(venv, norm_obs=False, norm_reward=True)
         lr0 = 1e-4
-        model = PPO(
+        model = AnchoredPPO(
             "CnnPolicy", venv, learning_rate=lambda progress: lr0 * progress, seed=cfg.seed, device=cfg.device,
             tensorboard_log=str(out / "tb"), verbose=0,
             **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(run_policy_kwargs(cfg.continuous, cfg.shared_features)),
@@ -359,6 +415,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
             write_json(out / LOG, log)
             model.save(str(ckpt_dir / "ppo_0_steps"))
             venv.save(str(ckpt_dir / "ppo_vecnormalize_0_steps.pkl"))
+    model.anchor_epochs = cfg.anchor_epochs
     best_zip = out / "best" / "best_model.zip"
     if "best_eval" not in log:  # the starting point (the warm start) is the first candidate for the export
         eval_env.seed(cfg.eval_seed)

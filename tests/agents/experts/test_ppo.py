@@ -67,14 +67,17 @@ def test_the_value_prefit_fits_the_critic_alone_on_the_warm_starts_returns(tmp_p
     assert logged["value_prefit"]["steps"] == 100 and logged["value_prefit"]["mse_after"] < logged["value_prefit"]["mse_before"]
 
 
-def test_a_short_ppo_update_after_the_value_prefit_keeps_the_warm_starts_actions(tmp_path):
+@pytest.mark.parametrize("anchor_epochs", [0, 1])
+def test_a_short_ppo_update_after_the_value_prefit_keeps_the_warm_starts_actions(tmp_path, anchor_epochs):
     """PPO's updates from a warm start with its value pre-fitted (two rollouts of 512 steps, 10 epochs each; the linear
-    schedule's learning rate is lr0 / 2 at the first and 0 at the last) move the deterministic actions on the frames the
-    warm start drives itself by less than `keep` per action on average (a run's first updates refine the warm start, they
-    do not replace it); the warm start's own error on the expert's labels there is several times that."""
+    schedule's learning rate is lr0 / 2 at the first and 0 at the last). PPO alone moves the deterministic actions on
+    the frames the warm start drives itself by less than `keep` per action on average (a run's first updates refine the
+    warm start, they do not replace it); the warm start's own error on the expert's labels there is several times that.
+    With the anchor (--anchor-epochs) the actions move towards the expert's labels on those frames."""
     keep = 0.05
     cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=1024, envs=1, warm_steps=384, dagger_rounds=0, bc_epochs=3,
-                         value_steps=600, eval_every=10_000, checkpoint_every=10_000, eval_episodes=1, max_steps=120)
+                         value_steps=600, eval_every=10_000, checkpoint_every=10_000, eval_episodes=1, max_steps=120,
+                         anchor_epochs=anchor_epochs)
     train_ppo(cfg)
     env = VecNormalize(vec_env(cfg, 1, 5), norm_obs=False, norm_reward=True)
     warm = PPO.load(str(tmp_path / "ppo" / "checkpoints" / "ppo_0_steps.zip"), env=env)
@@ -89,8 +92,12 @@ def test_a_short_ppo_update_after_the_value_prefit_keeps_the_warm_starts_actions
     before, _ = warm.predict(frames, deterministic=True)
     after, _ = updated.predict(frames, deterministic=True)
     moved = np.abs(after - before).mean(axis=0)
-    assert (moved > 0).all() and (moved < keep).all(), moved  # it was updated, and it stayed near
-    assert np.abs(before - labels).mean() > 3 * moved.mean()
+    assert (moved > 0).all(), moved  # it was updated
+    if anchor_epochs:
+        assert np.abs(after - labels).mean() < np.abs(before - labels).mean()
+    else:
+        assert (moved < keep).all(), moved  # and it stayed near
+        assert np.abs(before - labels).mean() > 3 * moved.mean()
 
 
 def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path, monkeypatch):
@@ -201,3 +208,45 @@ def test_the_ppo_bench_times_the_environments_and_an_iteration_apart():
     assert it["what"] == "PPO iteration" and it["steps"] == 64 and it["rollout_s"] > 0 and it["update_s"] > 0
     assert np.isclose(it["steps_per_s"], 64 / (it["rollout_s"] + it["update_s"]))  # the iteration is its rollout and its update
     assert np.isclose(it["x_gymnasium"], it["steps_per_s"] / rows[0]["steps_per_s"])
+
+
+def test_the_anchor_clones_each_rollout_frame_on_its_own_expert_label(monkeypatch):
+    """AnchoredPPO's behaviour cloning after each update pairs every frame of the rollout with the label the environment
+    gave for that very frame, across automatic resets and after PPO's update has flattened its buffer: here each frame's
+    pixels are a counter and its label is the counter / 255."""
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    import agents.experts.ppo as ppo
+
+    class Counter(gym.Env):
+        observation_space = gym.spaces.Box(0, 255, (64, 64, 1), np.uint8)
+        action_space = gym.spaces.Box(np.array([-1.0, 0.0, 0.0], np.float32), np.ones(3, np.float32))
+
+        def __init__(self, start):
+            self.value, self.t = start, 0
+
+        def _out(self):
+            self.value = (self.value + 7) % 256
+            return np.full((64, 64, 1), self.value, np.uint8), {"expert_action": np.array([self.value / 255, 0, 0], np.float32)}
+
+        def reset(self, seed=None, options=None):
+            self.t = 0
+            return self._out()
+
+        def step(self, action):
+            self.t += 1
+            obs, info = self._out()
+            return obs, 0.0, self.t == 5, False, info  # episodes of 5 steps: resets inside every rollout
+
+    seen = []
+    monkeypatch.setattr(ppo, "behaviour_clone", lambda model, obs, labels, *a: seen.append((obs.copy(), labels.copy())) or 0.0)
+    model = ppo.anchored_ppo_class()("CnnPolicy", DummyVecEnv([lambda: Counter(0), lambda: Counter(100)]), n_steps=16, batch_size=16,
+                                     n_epochs=1, seed=0, device="cpu")
+    model.anchor_epochs = 1
+    model.learn(total_timesteps=64)
+    assert len(seen) == 2  # one anchor after each of the two updates
+    for obs, labels in seen:
+        assert obs.shape == (32, 1, 64, 64) and labels.shape == (32, 3)
+        np.testing.assert_allclose(labels[:, 0] * 255, obs[:, 0, 0, 0], atol=1e-3)
+        assert len(np.unique(obs[:, 0, 0, 0])) == 32  # every frame of the two environments' rollouts, none twice
