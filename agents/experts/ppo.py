@@ -114,10 +114,17 @@ class PPOTrainConfig:
     # the value pre-fit and PPO's rollouts. At the zoo's -2.0 the warm start's sampled driving crashed (206 mean on held-out
     # seeds 30000..30005 against 924 deterministic; -3.0: 882, -4.0: 924), so PPO learnt from a policy that was not the
     # warm start's and undid it (921.8 -> 358.4 at its first evaluation, 20 000 steps)
+    learning_rate: float = 1e-4  # PPO's learning rate at the start, decaying linearly to 0 at --timesteps (the zoo's 1e-4).
+    # From a warm start one Adam step of PPO's loss at 1e-4 moved the policy by an approximate KL of 1.58 on a rollout of
+    # its own, at 1e-5 0.020, at 3e-6 0.0019 (ten steps: 3.76, 0.038, 0.0095; docs/studies/ppo-expert/)
+    target_kl: float | None = None  # stop an update's epochs once its approximate KL from the rollout's policy passes 1.5x this
+    # (SB3's target_kl; unset: the zoo's 10 epochs whatever the KL). From a warm start gSDE's noise is small (log std
+    # -3.5), so a small change of the mean is a large KL: the updates of a run without it reached an approximate KL of
+    # 8-13 with 87-96 % of the samples clipped in its first 20 000 steps (docs/studies/ppo-expert/)
     anchor_epochs: int = 0  # after each PPO update, passes of behaviour cloning over that update's own rollout, every
     # frame labelled by the track expert (DAgger on the states PPO visits, an anchor to the expert that the policy gradient
-    # lacks); 0: PPO alone. PPO alone from a warm start of 920.0 gave 773.7 at 20 000 steps, 875.5 at 40 000
-    # (docs/studies/ppo-expert/)
+    # lacks); 0: PPO alone. One pass at the zoo's learning rate did not hold a warm start (920.0 -> 51.0 at 20 000 steps, PPO
+    # alone 773.7; docs/studies/ppo-expert/)
     eval_every: int = 20_000  # steps between evaluations on held-out seeds
     eval_episodes: int = 5  # episodes per evaluation
     eval_seed: int = 30_000  # the eval callback's first held-out seed
@@ -133,6 +140,8 @@ class PPOTrainConfig:
             self.warm_start = "none"
         need(self.warm_start in ("track", "none"), f"warm start must be track or none (got {self.warm_start!r})")
         need(self.warm_steps >= 1 and self.dagger_steps >= 1 and self.bc_epochs >= 1, "warm-start sizes must be >= 1")
+        need(self.learning_rate > 0, f"learning rate must be > 0 (got {self.learning_rate})")
+        need(self.target_kl is None or self.target_kl > 0, f"target KL must be > 0 (got {self.target_kl})")
         need(self.anchor_epochs >= 0, f"anchor epochs must be >= 0 (got {self.anchor_epochs})")
         need(self.value_steps >= 0 and self.value_epochs >= 1, "value_steps must be >= 0 and value_epochs >= 1")
         need(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.eval_episodes >= 1, "eval and checkpoint intervals must be >= 1")
@@ -367,6 +376,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import CheckpointCallback
     from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.utils import get_linear_fn
     from stable_baselines3.common.vec_env import VecNormalize, VecTransposeImage
 
     _SeededEval = _seeded_eval_class()
@@ -397,10 +407,9 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
         model = AnchoredPPO.load(str(latest[-1]), env=venv, device=cfg.device, tensorboard_log=str(out / "tb"))
     else:
         venv = VecNormalize(venv, norm_obs=False, norm_reward=True)
-        lr0 = 1e-4
         model = AnchoredPPO(
-            "CnnPolicy", venv, learning_rate=lambda progress: lr0 * progress, seed=cfg.seed, device=cfg.device,
-            tensorboard_log=str(out / "tb"), verbose=0,
+            "CnnPolicy", venv, learning_rate=get_linear_fn(cfg.learning_rate, 0.0, 1.0), seed=cfg.seed, device=cfg.device,
+            tensorboard_log=str(out / "tb"), verbose=0, target_kl=cfg.target_kl,
             **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(run_policy_kwargs(cfg.continuous, cfg.shared_features)),
         )
         if cfg.warm_start == "track" and "warm" not in log:
@@ -415,7 +424,8 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
             write_json(out / LOG, log)
             model.save(str(ckpt_dir / "ppo_0_steps"))
             venv.save(str(ckpt_dir / "ppo_vecnormalize_0_steps.pkl"))
-    model.anchor_epochs = cfg.anchor_epochs
+    model.anchor_epochs, model.target_kl = cfg.anchor_epochs, cfg.target_kl
+    model.learning_rate = model.lr_schedule = get_linear_fn(cfg.learning_rate, 0.0, 1.0)  # progress left x lr (a resumed run's too)
     best_zip = out / "best" / "best_model.zip"
     if "best_eval" not in log:  # the starting point (the warm start) is the first candidate for the export
         eval_env.seed(cfg.eval_seed)
@@ -442,7 +452,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
 
     try:
         # SB3 counts a resumed learn's steps on top of those done, so asking for what is left keeps its progress (and the
-        # learning rate's linear decay, lr0 x (1 - steps / timesteps)) where an uninterrupted run would have it
+        # learning rate's linear decay, lr x (1 - steps / timesteps)) where an uninterrupted run would have it
         left = cfg.timesteps - model.num_timesteps
         if left > 0:
             model.learn(total_timesteps=left, callback=callbacks, reset_num_timesteps=not resume, tb_log_name="ppo", progress_bar=True)

@@ -102,7 +102,8 @@ def test_a_short_ppo_update_after_the_value_prefit_keeps_the_warm_starts_actions
 
 def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path, monkeypatch):
     cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), timesteps=1536, envs=1, warm_steps=32, dagger_rounds=1, dagger_steps=16, value_steps=300,
-                         bc_epochs=1, eval_every=10_000, checkpoint_every=10_000, max_steps=60)
+                         bc_epochs=1, eval_every=10_000, checkpoint_every=10_000, max_steps=60, target_kl=0.05,
+                         learning_rate=3e-4)
     updates = []  # (steps, progress left) at each PPO update; the second is interrupted
     update = PPO.train
 
@@ -122,6 +123,8 @@ def test_a_tiny_warm_started_run_checkpoints_resumes_and_exports(tmp_path, monke
     assert np.allclose([p for _, p in updates], [1 - n / 1536 for n, _ in updates])
     assert r["timesteps"] == 1536 and [w["round"] for w in r["warm"]] == [0, 1]
     run = tmp_path / "ppo"
+    resumed = PPO.load(str(run / "checkpoints" / "ppo_1536_steps.zip"))
+    assert resumed.target_kl == 0.05 and resumed.lr_schedule(1.0) == 3e-4  # the resumed updates kept the run's settings
     assert (run / "expert" / "policy.safetensors").is_file() and list((run / "tb").iterdir())
     assert json.loads((run / "expert" / "config.json").read_text())["use_sde"] is True
     # no evaluation in PPO beat the warm start (none ran): the export is the warm start, not the last policy
