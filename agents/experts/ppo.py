@@ -376,7 +376,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import CheckpointCallback
     from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.utils import get_linear_fn
+    from stable_baselines3.common.utils import LinearSchedule
     from stable_baselines3.common.vec_env import VecNormalize, VecTransposeImage
 
     _SeededEval = _seeded_eval_class()
@@ -408,7 +408,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     else:
         venv = VecNormalize(venv, norm_obs=False, norm_reward=True)
         model = AnchoredPPO(
-            "CnnPolicy", venv, learning_rate=get_linear_fn(cfg.learning_rate, 0.0, 1.0), seed=cfg.seed, device=cfg.device,
+            "CnnPolicy", venv, learning_rate=LinearSchedule(cfg.learning_rate, 0.0, 1.0), seed=cfg.seed, device=cfg.device,
             tensorboard_log=str(out / "tb"), verbose=0, target_kl=cfg.target_kl,
             **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(run_policy_kwargs(cfg.continuous, cfg.shared_features)),
         )
@@ -425,7 +425,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
             model.save(str(ckpt_dir / "ppo_0_steps"))
             venv.save(str(ckpt_dir / "ppo_vecnormalize_0_steps.pkl"))
     model.anchor_epochs, model.target_kl = cfg.anchor_epochs, cfg.target_kl
-    model.learning_rate = model.lr_schedule = get_linear_fn(cfg.learning_rate, 0.0, 1.0)  # progress left x lr (a resumed run's too)
+    model.learning_rate = model.lr_schedule = LinearSchedule(cfg.learning_rate, 0.0, 1.0)  # progress left x lr (a resumed run's too)
     best_zip = out / "best" / "best_model.zip"
     if "best_eval" not in log:  # the starting point (the warm start) is the first candidate for the export
         eval_env.seed(cfg.eval_seed)
