@@ -163,6 +163,13 @@ def vec_env(cfg: PPOTrainConfig, n: int, seed: int) -> Any:
     return VecFrameStack(venv, STACK)
 
 
+def _reset_labels(venv: Any) -> np.ndarray:
+    """The expert's action for each environment's observation just after a reset (the innermost VecEnv keeps the reset
+    infos; the wrappers do not pass them on)."""
+    base = venv.unwrapped
+    return _labels(base.reset_infos, base.reset_infos, np.ones(base.num_envs, bool))
+
+
 def _labels(infos: list[dict], reset_infos: list[dict], dones: np.ndarray) -> np.ndarray:
     """The expert's action for each environment's current observation (after an automatic
     reset, the reset's label)."""
@@ -174,7 +181,7 @@ def collect(model: Any, venv: Any, steps: int, beta: float, rng: np.random.Gener
     policy's), recording every observation with the expert's label; finished episode returns."""
     obs = venv.reset()
     base = venv.unwrapped  # the innermost VecEnv keeps the reset infos (the wrappers do not pass them on)
-    labels = _labels(base.reset_infos, base.reset_infos, np.ones(venv.num_envs, bool))
+    labels = _reset_labels(venv)
     xs, ys, returns, running = [], [], [], np.zeros(venv.num_envs)
     for _ in tqdm(range(max(1, steps // venv.num_envs)), desc=desc, unit="step", leave=False):
         xs.append(obs.copy())
@@ -243,8 +250,7 @@ def anchored_ppo_class() -> Any:
         def _setup_learn(self, *args: Any, **kwargs: Any) -> Any:
             out = super()._setup_learn(*args, **kwargs)  # resets the environments
             if self.anchor_epochs:
-                base = self.env.unwrapped
-                self.anchor_current = _labels(base.reset_infos, base.reset_infos, np.ones(self.n_envs, bool))
+                self.anchor_current = _reset_labels(self.env)
                 self.anchor_labels = np.zeros((self.n_steps, *self.anchor_current.shape), np.float32)
                 self.anchor_opt = torch.optim.Adam(self.policy.parameters(), lr=self.lr_schedule(1.0))
             return out
@@ -401,6 +407,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     # wrapped as SB3 wraps the training env (image transpose outside the normalisation), or its EvalCallback cannot sync
     # the two at its first evaluation
     eval_env = VecTransposeImage(VecNormalize(vec_env(cfg, 1, cfg.eval_seed), norm_obs=False, norm_reward=False, training=False))
+    schedule = LinearSchedule(cfg.learning_rate, 0.0, 1.0)  # progress left x lr
     if resume and latest:
         steps = latest[-1].stem.split("_")[1]
         venv = VecNormalize.load(str(ckpt_dir / f"ppo_vecnormalize_{steps}_steps.pkl"), venv)
@@ -408,8 +415,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     else:
         venv = VecNormalize(venv, norm_obs=False, norm_reward=True)
         model = AnchoredPPO(
-            "CnnPolicy", venv, learning_rate=LinearSchedule(cfg.learning_rate, 0.0, 1.0), seed=cfg.seed, device=cfg.device,
-            tensorboard_log=str(out / "tb"), verbose=0, target_kl=cfg.target_kl,
+            "CnnPolicy", venv, learning_rate=schedule, seed=cfg.seed, device=cfg.device, tensorboard_log=str(out / "tb"), verbose=0,
             **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(run_policy_kwargs(cfg.continuous, cfg.shared_features)),
         )
         if cfg.warm_start == "track" and "warm" not in log:
@@ -424,8 +430,8 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
             write_json(out / LOG, log)
             model.save(str(ckpt_dir / "ppo_0_steps"))
             venv.save(str(ckpt_dir / "ppo_vecnormalize_0_steps.pkl"))
-    model.anchor_epochs, model.target_kl = cfg.anchor_epochs, cfg.target_kl
-    model.learning_rate = model.lr_schedule = LinearSchedule(cfg.learning_rate, 0.0, 1.0)  # progress left x lr (a resumed run's too)
+    # the run's own settings, a resumed run's too (PPO.load restores the ones it was saved with)
+    model.anchor_epochs, model.target_kl, model.learning_rate, model.lr_schedule = cfg.anchor_epochs, cfg.target_kl, schedule, schedule
     best_zip = out / "best" / "best_model.zip"
     if "best_eval" not in log:  # the starting point (the warm start) is the first candidate for the export
         eval_env.seed(cfg.eval_seed)
@@ -518,7 +524,7 @@ def bench_ppo(envs: tuple[int, ...] = (1, 2, 8), continuous: bool = True, n_step
     cfg = PPOTrainConfig(out="", continuous=continuous)
     for n in envs:
         venv = VecNormalize(vec_env(cfg, n, seed), norm_obs=False, norm_reward=True)
-        model = PPO("CnnPolicy", venv, learning_rate=1e-4, seed=seed, device="cpu", verbose=0,
+        model = PPO("CnnPolicy", venv, learning_rate=cfg.learning_rate, seed=seed, device="cpu", verbose=0,
                     **{k: v for k, v in hyper.items() if k != "policy_kwargs"}, policy_kwargs=policy_kwargs(run_policy_kwargs(cfg.continuous, cfg.shared_features)))
         update_s: list[float] = []
         train = model.train

@@ -70,7 +70,7 @@ def test_the_value_prefit_fits_the_critic_alone_on_the_warm_starts_returns(tmp_p
 @pytest.mark.parametrize("anchor_epochs", [0, 1])
 def test_a_short_ppo_update_after_the_value_prefit_keeps_the_warm_starts_actions(tmp_path, anchor_epochs):
     """PPO's updates from a warm start with its value pre-fitted (two rollouts of 512 steps, 10 epochs each; the linear
-    schedule's learning rate is lr0 / 2 at the first and 0 at the last). PPO alone moves the deterministic actions on
+    schedule's learning rate is half the initial one at the first and 0 at the last). PPO alone moves the deterministic actions on
     the frames the warm start drives itself by less than `keep` per action on average (a run's first updates refine the
     warm start, they do not replace it); the warm start's own error on the expert's labels there is several times that.
     With the anchor (--anchor-epochs) the actions move towards the expert's labels on those frames."""
