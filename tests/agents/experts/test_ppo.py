@@ -253,3 +253,24 @@ def test_the_anchor_clones_each_rollout_frame_on_its_own_expert_label(monkeypatc
         assert obs.shape == (32, 1, 64, 64) and labels.shape == (32, 3)
         np.testing.assert_allclose(labels[:, 0] * 255, obs[:, 0, 0, 0], atol=1e-3)
         assert len(np.unique(obs[:, 0, 0, 0])) == 32  # every frame of the two environments' rollouts, none twice
+
+
+def test_a_tiny_discrete_run_clones_the_discrete_expert_and_exports_a_discrete_driver(tmp_path):
+    """`expert train --discrete`: the warm start fits PPO's logits to the discrete track expert's labels (cross-entropy
+    falls from the uniform policy's log 5), PPO updates them (no gSDE), and the export drives in the discrete action space
+    and only there."""
+    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), continuous=False, timesteps=512, envs=1, warm_steps=128, dagger_rounds=1,
+                         dagger_steps=32, value_steps=0, bc_epochs=3, eval_every=10_000, checkpoint_every=10_000,
+                         eval_episodes=1, max_steps=300)
+    r = train_ppo(cfg)
+    assert [w["round"] for w in r["warm"]] == [0, 1] and r["warm"][0]["bc_loss"] < np.log(5)
+    assert r["timesteps"] == 512
+    run = tmp_path / "ppo"
+    config = json.loads((run / "expert" / "config.json").read_text())
+    assert config["use_sde"] is False
+    env = make_env(False, max_steps=30)
+    result = run_episode(env, make_expert("ppo", env, run), seed=3)
+    env.close()
+    assert result.length == 30
+    with pytest.raises(ConfigError, match="trained for discrete actions; add --discrete"):
+        make_expert("ppo", make_env(True, max_steps=5), run)
