@@ -49,7 +49,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     r = train_ppo(PPOTrainConfig(**field_values(args, args.fields)), resume=args.resume)
     print(f"PPO: {r['timesteps']} steps; expert exported to {r['expert']}; evaluate it with "
-          f"'nacdrive expert eval --expert ppo --model {args.out}{' --discrete' if args.discrete else ''}'")
+          f"'nacdrive expert eval --expert ppo --model {r['out']}{'' if r['continuous'] else ' --discrete'}'")
     return 0
 
 

@@ -474,7 +474,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     export(PPO.load(str(best_zip), device=cfg.device), cfg, out / PPO_EXPORT)
     log["timesteps"] = int(model.num_timesteps)
     write_json(out / LOG, log)
-    return {"out": str(out), "timesteps": int(model.num_timesteps), "expert": str(out / PPO_EXPORT), **log}
+    return {"out": str(out), "continuous": cfg.continuous, "timesteps": int(model.num_timesteps), "expert": str(out / PPO_EXPORT), **log}
 
 
 def export(model: Any, cfg: PPOTrainConfig, directory: Path) -> None:

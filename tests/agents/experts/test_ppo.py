@@ -274,3 +274,17 @@ def test_a_tiny_discrete_run_clones_the_discrete_expert_and_exports_a_discrete_d
     assert result.length == 30
     with pytest.raises(ConfigError, match="trained for discrete actions; add --discrete"):
         make_expert("ppo", make_env(True, max_steps=5), run)
+
+
+def test_the_train_command_says_how_to_drive_what_it_exported(tmp_path, capsys):
+    """`nacdrive expert train` to the end (here the warm start alone, --timesteps 0), then its resume: both name the
+    eval command for the run's own action space."""
+    from scripts.cli import main
+
+    out = tmp_path / "ppo"
+    args = ["expert", "train", "--out", str(out), "--discrete", "--timesteps", "0", "--envs", "1", "--warm-steps", "32",
+            "--dagger-rounds", "0", "--value-steps", "0", "--bc-epochs", "1", "--eval-episodes", "1", "--max-steps", "40"]
+    assert main(args) == 0
+    assert f"--model {out} --discrete'" in capsys.readouterr().out
+    assert main(["expert", "train", "--out", str(out), "--resume", "--timesteps", "0"]) == 0  # the CLI's default is continuous
+    assert f"--model {out} --discrete'" in capsys.readouterr().out
