@@ -257,17 +257,20 @@ def test_the_anchor_clones_each_rollout_frame_on_its_own_expert_label(monkeypatc
 
 def test_a_tiny_discrete_run_clones_the_discrete_expert_and_exports_a_discrete_driver(tmp_path):
     """`expert train --discrete`: the warm start fits PPO's logits to the discrete track expert's labels (cross-entropy
-    falls from the uniform policy's log 5), PPO updates them (no gSDE), and the export drives in the discrete action space
+    falls from the uniform policy's log 5), PPO's update moves them (no gSDE), and the export drives in the discrete action space
     and only there."""
-    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), continuous=False, timesteps=512, envs=1, warm_steps=128, dagger_rounds=1,
+    cfg = PPOTrainConfig(out=str(tmp_path / "ppo"), continuous=False, timesteps=1024, envs=1, warm_steps=128, dagger_rounds=1,
                          dagger_steps=32, value_steps=0, bc_epochs=3, eval_every=10_000, checkpoint_every=10_000,
                          eval_episodes=1, max_steps=300)
     r = train_ppo(cfg)
     assert [w["round"] for w in r["warm"]] == [0, 1] and r["warm"][0]["bc_loss"] < np.log(5)
-    assert r["timesteps"] == 512
+    assert r["timesteps"] == 1024
     run = tmp_path / "ppo"
     config = json.loads((run / "expert" / "config.json").read_text())
     assert config["use_sde"] is False
+    warm, updated = (PPO.load(str(run / "checkpoints" / f"ppo_{n}_steps.zip")).policy.state_dict() for n in (0, 1024))
+    # PPO's first update (at half the schedule's learning rate; the last one, at the end, at 0) moved the logits
+    assert not torch.equal(warm["action_net.weight"], updated["action_net.weight"])
     env = make_env(False, max_steps=30)
     result = run_episode(env, make_expert("ppo", env, run), seed=3)
     env.close()
