@@ -19,6 +19,10 @@ policy reads, look the same in every scenario of agents.carracing.scenarios).
 - `overlay`: the frame blended half and half with an unrelated picture (SODA / SVEA, Hansen et
   al. 2021, overlay natural images; none can be downloaded here, so the pictures are random
   colour images with a natural image's 1/f amplitude spectrum, as in Baradad et al. 2021).
+- `natural`: the same blend with a crop of a real photograph (SODA's natural images): one of NATURAL, photographs and
+  textures that ship inside scikit-image's wheel and are none of the `photos` scenario's (agents.carracing.scenarios
+  PHOTOS), so that no test scene is shown in training; the crop's side from 20 % to all of the picture's shorter side,
+  its place drawn, stretched over the scene.
 
 Kinds combine with "+" ("randmix+overlay"): a picked chunk gets each in turn, in the order given.
 Each chunk is augmented with probability SHARE, the others stay clean (SVEA trains on both);
@@ -29,6 +33,7 @@ image), and the three are a few lines each on tensors.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -37,12 +42,15 @@ from torch import Tensor
 
 from agents.driving.views import SCENE_ROWS, convolve, randconv_weights
 
-AUGMENTS = ("none", "jitter", "randconv", "randmix", "colour", "overlay")
+AUGMENTS = ("none", "jitter", "randconv", "randmix", "colour", "overlay", "natural")
 SHARE = 0.5  # of chunks augmented
 JITTER = 0.4  # jitter: brightness, contrast, saturation factors in [1 - JITTER, 1 + JITTER]
 HUE_TURN = 0.1  # jitter: the hue turned by up to this share of a full turn
 OVERLAY = 0.5  # overlay: the picture's weight in the blend (SODA's alpha)
 _GREY = torch.tensor([0.299, 0.587, 0.114])  # luma weights
+# natural: skimage.data's pictures that the photos scenario does not use (colour ones, and grey textures as grey RGB)
+NATURAL = ("immunohistochemistry", "retina", "stereo_motorcycle", "brick", "grass", "gravel", "camera", "coins", "moon")
+NATURAL_CROP = (0.2, 1.0)  # natural: a crop's side, as a share of the picture's shorter side
 
 
 def kinds(kind: str) -> list[str]:
@@ -139,4 +147,33 @@ def _overlay(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> 
     return (1 - OVERLAY) * x + OVERLAY * pics
 
 
-_KINDS = {"jitter": _jitter, "randconv": _randconv, "randmix": _randmix, "colour": _colour, "overlay": _overlay}
+@functools.cache
+def natural_picture(name: str) -> np.ndarray:
+    """One of NATURAL as an (h, w, 3) uint8 picture, read from scikit-image's own wheel (nothing downloaded)."""
+    import skimage.data  # the natural augmentation's dependency alone: imported when it is drawn
+
+    image = getattr(skimage.data, name)()
+    image = image[0] if isinstance(image, tuple) else image  # stereo_motorcycle: (left, right, disparity)
+    image = np.repeat(image[..., None], 3, axis=-1) if image.ndim == 2 else image[..., :3]
+    return np.ascontiguousarray(image, dtype=np.uint8)
+
+
+def natural_crops(n: int, h: int, w: int, rng: np.random.Generator) -> np.ndarray:
+    """n crops (n, h, w, 3) in 0..1 of pictures of NATURAL: a picture, a crop's side and its place drawn per crop."""
+    import cv2
+
+    out = np.empty((n, h, w, 3), np.float32)
+    for i in range(n):
+        pic = natural_picture(NATURAL[rng.integers(len(NATURAL))])
+        side = max(8, int(rng.uniform(*NATURAL_CROP) * min(pic.shape[:2])))
+        y, x = rng.integers(0, pic.shape[0] - side + 1), rng.integers(0, pic.shape[1] - side + 1)
+        out[i] = cv2.resize(pic[y : y + side, x : x + side], (w, h), interpolation=cv2.INTER_AREA) / 255.0
+    return out
+
+
+def _natural(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
+    pics = torch.as_tensor(natural_crops(n, x.shape[1], x.shape[2], rng)[which], dtype=x.dtype, device=x.device)
+    return (1 - OVERLAY) * x + OVERLAY * pics
+
+
+_KINDS = {"jitter": _jitter, "randconv": _randconv, "randmix": _randmix, "colour": _colour, "overlay": _overlay, "natural": _natural}

@@ -64,6 +64,23 @@ def test_overlay_pictures_have_a_natural_spectrum_and_blend_half():
     assert blended.min() >= -0.01 and blended.max() <= 1.01
 
 
+def test_natural_crops_come_from_photographs_that_no_scene_shows():
+    from agents.carracing.scenarios import PHOTOS
+
+    assert not set(aug.NATURAL) & set(PHOTOS)  # the photos scenario's pictures never blend into training frames
+    a = aug.natural_crops(6, 84, 96, np.random.default_rng(0))
+    assert a.shape == (6, 84, 96, 3) and 0 <= a.min() and a.max() <= 1
+    assert np.array_equal(a, aug.natural_crops(6, 84, 96, np.random.default_rng(0)))  # drawn by the generator alone
+    assert not np.array_equal(a, aug.natural_crops(6, 84, 96, np.random.default_rng(1)))
+    assert len({float(c.mean()) for c in a}) == 6  # every crop its own
+    assert all(aug.natural_picture(n).dtype == np.uint8 and aug.natural_picture(n).shape[2] == 3 for n in aug.NATURAL)
+    frames, chunk = _frames()
+    out = augment(frames, chunk, "natural", np.random.default_rng(4)).float()
+    picked = (out != frames.float()).flatten(1).any(1)
+    blended = (out[picked][:, :SCENE_ROWS] - 0.5 * frames.float()[picked][:, :SCENE_ROWS]) / 127.5  # the crop, 0..1
+    assert blended.min() >= -0.01 and blended.max() <= 1.01 and blended.std() > 0.05  # half the frame, half a picture
+
+
 def test_colour_maps_every_pixel_by_one_affine_map_and_stretches_the_frame():
     frames, chunk = _frames()
     frames[:, :SCENE_ROWS] = torch.tensor([102, 204, 102], dtype=torch.uint8)  # grass
@@ -92,7 +109,7 @@ def test_kinds_combine_in_their_order():
 def test_a_bad_augmentation_is_refused(bad):
     from agents.training.loop import TrainConfig
 
-    with pytest.raises(ConfigError, match="augment must be one of none, jitter, randconv, randmix, colour, overlay, or several"):
+    with pytest.raises(ConfigError, match="augment must be one of none, jitter, randconv, randmix, colour, overlay, natural, or several"):
         TrainConfig(data=["x"], out="y", augment=bad)
     with pytest.raises(ConfigError, match="consistency compares a clean and an augmented view: give --augment too"):
         TrainConfig(data=["x"], out="y", consistency=1.0)
