@@ -100,7 +100,8 @@ class PPOTrainConfig:
     warm_start: str = field(default="track", metadata={"choices": ("track", "none")})  # track: behaviour-clone the track expert
     # (and DAgger rounds) before PPO, so that PPO starts from a driver; none: from scratch
     warm_steps: int = 20_000  # expert-driven steps recorded for cloning
-    dagger_rounds: int = 2  # DAgger rounds before PPO
+    dagger_rounds: int = 6  # DAgger rounds before PPO (two left spin-outs: 2 of 50 tracks below 600; six none, on the
+    # validation and the test tracks; docs/studies/ppo-expert/)
     dagger_steps: int = 10_000  # policy-driven steps per DAgger round
     bc_epochs: int = 5  # passes over the aggregated data per round
     value_steps: int = 8192  # with a warm start: steps the warm-started policy drives (sampled, as PPO's rollouts) to
