@@ -19,7 +19,8 @@ from torch import nn
 from nac.config import ConfigError
 
 SKIP, SIZE, STACK = 2, 64, 2  # the zoo's pipeline: decide every 2nd step on 2 stacked 64x64 grey frames
-SHIPPED_PPO = Path(__file__).parents[1] / "pretrained" / "ppo-expert"  # the trained PPO expert, when shipped
+# the shipped PPO experts, one per action space (continuous: True)
+SHIPPED_PPO = {True: Path(__file__).parents[1] / "pretrained" / "ppo-expert", False: Path(__file__).parents[1] / "pretrained" / "ppo-expert-discrete"}
 PPO_EXPORT = "expert"  # a PPO run exports its expert to <run>/expert/{config.json, policy.safetensors}
 
 
@@ -30,11 +31,15 @@ def policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def find_export(model: str | Path | None, continuous: bool | None = None) -> Path:
     """The folder holding an exported PPO expert: `model` (a PPO run or its export) or, with no
-    model, the shipped one; checked to exist and, when `continuous` is given, to match it."""
+    model, the shipped one of the action space (continuous unless `continuous` is False); checked to
+    exist and, when `continuous` is given, to match it."""
     if model is None:
-        if not (SHIPPED_PPO / "config.json").is_file():
-            raise ConfigError("no PPO expert is shipped yet: train one with 'nacdrive expert train --out RUNS/ppo' and pass --model RUNS/ppo")
-        model = SHIPPED_PPO
+        shipped = SHIPPED_PPO[continuous is not False]
+        if not (shipped / "config.json").is_file():
+            flag = "" if continuous is not False else " --discrete"
+            raise ConfigError(f"no {'continuous' if continuous is not False else 'discrete'} PPO expert is shipped: train one with "
+                              f"'nacdrive expert train{flag} --out RUNS/ppo' and pass --model RUNS/ppo")
+        model = shipped
     d = Path(model)
     if (d / PPO_EXPORT / "config.json").is_file():  # a PPO run folder
         d = d / PPO_EXPORT

@@ -87,7 +87,8 @@ class CloningRecipe(ConfigDict):
     # SVEA), natural (the same blend with a crop of a photograph none of the photos scene's); several joined by '+' are applied in turn (agents.training.augment)
     consistency: float = 0.0  # carracing, with an augmentation: > 0 trains every window on a clean and an augmented view (every
     # chunk augmented), the expert's label on both, plus this weight x the squared distance between each frame's features in
-    # the two views, the clean ones held fixed (Lee et al. 2020's feature matching; SVEA trains on both views)
+    # the two views over the clean features' variance, the clean ones held fixed (Lee et al. 2020's feature matching, made
+    # scale-free: agents.training.bc.feature_match; SVEA trains on both views)
     select_episodes: int = 0  # carracing: > 0 keeps as best the weights that drive best over this many closed-loop episodes
     # (selection seeds, the same at every validation) instead of those with the lowest validation loss
     lr: float = 1e-4  # Adam's learning rate, the paper's 1e-4

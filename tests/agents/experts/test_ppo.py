@@ -186,6 +186,18 @@ def test_a_folder_without_an_exported_expert_is_refused_before_any_episode(tmp_p
         DaggerConfig(run=str(tmp_path), expert="human")
 
 
+def test_with_no_model_the_shipped_expert_of_the_action_space_is_found(tmp_path, monkeypatch):
+    from agents.experts import ppo_expert
+
+    assert ppo_expert.find_export(None, True) == ppo_expert.SHIPPED_PPO[True]
+    assert ppo_expert.find_export(None) == ppo_expert.SHIPPED_PPO[True]  # no space asked: the continuous one
+    assert ppo_expert.find_export(None, False) == ppo_expert.SHIPPED_PPO[False]
+    assert json.loads((ppo_expert.SHIPPED_PPO[False] / "config.json").read_text())["continuous"] is False
+    monkeypatch.setitem(ppo_expert.SHIPPED_PPO, False, tmp_path / "none")
+    with pytest.raises(ConfigError, match=r"no discrete PPO expert is shipped: train one with 'nacdrive expert train --discrete"):
+        ppo_expert.find_export(None, False)
+
+
 def test_the_shipped_ppo_expert_records_demonstrations_that_data_check_passes(tmp_path, capsys):
     """The paper's pipeline starts here: `collect --expert ppo` (the shipped expert) writes a set that `data check` passes."""
     from scripts.cli import main

@@ -529,8 +529,11 @@ def test_consistency_trains_each_window_clean_and_augmented_and_matches_their_fe
     raw, feats = task.net(two["frames"], two["timestamps"], two["index"], features=True)
     assert feats.shape[0] == 2 * u
     bc_part = labels.loss_terms(task.net, raw, two, None)[0].mean()
-    match = (feats[u:] - feats[:u]).pow(2).mean()
+    match = (feats[u:] - feats[:u]).pow(2).mean() / feats[:u].var(0, unbiased=False).mean()
     assert torch.allclose(figures["match"], match) and torch.allclose(loss, bc_part + 0.5 * match)
+    # scale-free: features scaled alike in both views match no better nor worse (raw, ten times the features is 100 times the distance)
+    assert torch.allclose(bc.feature_match(feats[:u] * 10, feats[u:] * 10), match, rtol=1e-4)
+    assert float(bc.feature_match(feats[:u], feats[:u])) == 0.0
     assert n == len(two["actions"]) // 2
     metrics = train(dataclasses.replace(cfg, augment="randmix", consistency=0.5, out=str(tmp_path / "c")), quiet=True)
     assert np.isfinite(metrics["best"]["val_loss"])
