@@ -1,5 +1,6 @@
 """The shipped policies load from their folders alone and drive; their training seeds are refused."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -33,14 +34,18 @@ def test_their_training_seeds_are_refused():
         evaluate(EvaluateConfig(runs=[str(PRETRAINED / "nac")], episodes=2, seed_start=48, workers=1, max_steps=5))
 
 
-def test_the_shipped_ppo_expert_drives_without_a_model_argument():
+def test_the_shipped_ppo_experts_drive_without_a_model_argument_in_either_action_space():
     env = make_env(True, max_steps=40)
     expert = make_expert("ppo", env)  # agents/pretrained/ppo-expert
     result = run_episode(env, expert, seed=10_000)
     env.close()
     assert result.length == 40 and result.episode_return > 0  # it drives onto the first tiles
-    with pytest.raises(ConfigError, match="trained for continuous actions"):
-        make_expert("ppo", make_env(False, max_steps=5))
+    env = make_env(False, max_steps=40)
+    expert = make_expert("ppo", env)  # a discrete environment: agents/pretrained/ppo-expert-discrete
+    assert json.loads(Path(expert.describe()["model"], "config.json").read_text())["continuous"] is False
+    result = run_episode(env, expert, seed=10_000)
+    env.close()
+    assert result.length == 40 and result.episode_return > 0
 
 
 CHECK_TRACKS, CHECK_STEPS = (10003, 10011), 250  # validation tracks, the first 250 steps: a few bends each
