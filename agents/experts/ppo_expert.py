@@ -19,8 +19,8 @@ from torch import nn
 from nac.config import ConfigError
 
 SKIP, SIZE, STACK = 2, 64, 2  # the zoo's pipeline: decide every 2nd step on 2 stacked 64x64 grey frames
-# the shipped PPO experts, one per action space (continuous: True)
-SHIPPED_PPO = {True: Path(__file__).parents[1] / "pretrained" / "ppo-expert", False: Path(__file__).parents[1] / "pretrained" / "ppo-expert-discrete"}
+_PRETRAINED = Path(__file__).parents[1] / "pretrained"
+SHIPPED_PPO = {True: _PRETRAINED / "ppo-expert", False: _PRETRAINED / "ppo-expert-discrete"}  # by action space (continuous: True)
 PPO_EXPORT = "expert"  # a PPO run exports its expert to <run>/expert/{config.json, policy.safetensors}
 
 
@@ -34,12 +34,11 @@ def find_export(model: str | Path | None, continuous: bool | None = None) -> Pat
     model, the shipped one of the action space (continuous unless `continuous` is False); checked to
     exist and, when `continuous` is given, to match it."""
     if model is None:
-        shipped = SHIPPED_PPO[continuous is not False]
-        if not (shipped / "config.json").is_file():
-            flag = "" if continuous is not False else " --discrete"
-            raise ConfigError(f"no {'continuous' if continuous is not False else 'discrete'} PPO expert is shipped: train one with "
-                              f"'nacdrive expert train{flag} --out RUNS/ppo' and pass --model RUNS/ppo")
-        model = shipped
+        space = continuous is not False
+        model = SHIPPED_PPO[space]
+        if not (model / "config.json").is_file():
+            raise ConfigError(f"no {'continuous' if space else 'discrete'} PPO expert is shipped: train one with "
+                              f"'nacdrive expert train{'' if space else ' --discrete'} --out RUNS/ppo' and pass --model RUNS/ppo")
     d = Path(model)
     if (d / PPO_EXPORT / "config.json").is_file():  # a PPO run folder
         d = d / PPO_EXPORT
