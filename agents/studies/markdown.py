@@ -109,7 +109,7 @@ def markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str]) 
     if study.get("recipes"):  # every field, as trained (studies from before they were stored have only the overrides above)
         used = (lambda k: k in UDACITY_FIELDS) if cfg.get("task") == "udacity" else (lambda k: True)  # PilotNet runs: no DAgger, no windows
         shown = lambda k, val: used(k) and (val is not None or k in BY_HEAD)  # noqa: E731  # a None cap (minutes) is no cap: not shown
-        lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={'by head' if val is None else val}" for k, val in Recipe.flatten(r).items() if shown(k, val))
+        lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={'default' if val is None else val}" for k, val in Recipe.flatten(r).items() if shown(k, val))
                                                 for v, r in study["recipes"].items()] + [""]
     lines += scenario_table(result)
     key = offline_key(cfg)

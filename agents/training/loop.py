@@ -73,8 +73,8 @@ class CloningRecipe(ConfigDict):
     # depend on the machine's speed)
     window: int = 8  # carracing: frames per window, labelled with the expert's action at the last one
     stride_jitter: int | None = None  # carracing: > 1 draws each gap between a window's frames from 1..J steps (true timestamps
-    # kept), so that heads told the frames' times learn the timing of dropped or late frames. Default: the recipe's for the head
-    # and action space (agents.training.bc.frame_gaps: 3 for heads told the times with continuous actions, else 1)
+    # kept), so that heads told the frames' times learn the timing of dropped or late frames. Default: the recipe's for the
+    # action space (agents.training.bc.frame_gaps: 3 for every head with continuous actions, else 1)
     regular_share: float | None = None  # carracing, with stride_jitter > 1: this share of windows keeps regular gaps (default: the
     # recipe's, 0.5 where the jitter is 3 by default, else 0)
     arrival_windows: bool = False  # carracing: a step a policy decided on in a perturbed DAgger rollout ('dagger --perturb') is

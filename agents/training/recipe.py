@@ -10,12 +10,13 @@ named presets every job starts from. A newcomer reads this module to learn what 
   planning expert aims at and its target speed (docs/studies/discrete-heads/).
 
 The shipped CarRacing policies (agents/pretrained/README.md) are `full` for their head: `nac` as it is (training seed 3),
-`lstm`, `gru`, `cfc`, `mha`, `mha-rope` with dagger_perturb=none (trained before the perturbed rollouts were the default),
+`lstm`, `gru`, `mha` with dagger_perturb=none,stride_jitter=1,regular_share=0 (regular windows: trained before every
+head took the frame-gap mix), `cfc`, `mha-rope` with dagger_perturb=none (trained before the perturbed rollouts were the default),
 `nac-mix` with dagger_perturb=none, and `nac-mix-notime` with dagger_perturb=none and net.use_time=false.
 
 A job's recipe is a preset plus overrides: `nacdrive quickstart --lr 1e-4`, a study's `--variant NAME:KEY=VALUE`
-(and `preset=NAME`). What depends on the head (DAgger's beta, the windows' frame gaps) is resolved where the run is
-trained, from the head and the action space (agents.training.dagger_config.recipe_beta, agents.training.bc.frame_gaps),
+(and `preset=NAME`). What depends on the head or the action space (DAgger's beta, the windows' frame gaps: the same for
+every head) is resolved where the run is trained (agents.training.dagger_config.recipe_beta, agents.training.bc.frame_gaps),
 unless the recipe gives it.
 """
 
@@ -103,12 +104,12 @@ class Recipe(ConfigDict):
     def train_config(self, demos: str, out: str, head: str, seed: int, task: str = "carracing", max_steps: int = EPISODE_STEPS, device: str = "auto",
                      continuous: bool = True) -> TrainConfig:
         """The behaviour cloning of one run by this recipe (a PilotNet run takes UDACITY_FIELDS alone), the frame gaps
-        resolved for the head and action space."""
+        resolved for the action space."""
         given = self.bc.to_dict()
         common: dict[str, Any] = dict(data=[demos], out=out, task=task, head=head, seed=seed, device=device)
         if task == "udacity":
             return TrainConfig(**common, **{k: v for k, v in given.items() if k in UDACITY_FIELDS})
-        given.update(frame_gaps(head, continuous, self.bc.stride_jitter, self.bc.regular_share), select_steps=max_steps,
+        given.update(frame_gaps(continuous, self.bc.stride_jitter, self.bc.regular_share), select_steps=max_steps,
                      net={"use_time": True, **self.bc.net})
         return TrainConfig(**common, **given)
 
@@ -121,7 +122,8 @@ class Recipe(ConfigDict):
             raise ConfigError(f"the DAgger rounds' {e}") from None
 
 
-BY_HEAD = ("dagger_beta", "stride_jitter", "regular_share")  # fields whose None is resolved for the head and action space
+BY_HEAD = ("dagger_beta", "stride_jitter", "regular_share")  # fields whose None is resolved where the run is trained (the
+# head and action space: dagger_beta; the action space: the frame gaps); a report shows it as "default"
 UDACITY_FIELDS = {"epochs", "minutes", "lr", "ema", "batch_size", "val_fraction", "net", "noise"}  # the fields a PilotNet run has
 # (no DAgger, no windows; net.speed_output=true: a learned speed)
 

@@ -46,8 +46,8 @@ def test_variants_parse_and_refuse():
 
 
 def test_the_study_trains_each_head_by_the_quick_starts_recipe_unless_told_otherwise():
-    """The default recipe's frame gaps are the quick start's for each head and action space (one rule:
-    agents.training.bc.frame_gaps); a variant's own values win."""
+    """The default recipe's frame gaps are the quick start's for each head and action space, and the same for every
+    head (one rule: agents.training.bc.frame_gaps); a variant's own values win."""
     from agents.quickstart import QuickstartConfig
     from agents.training.recipe import Recipe
 
@@ -59,5 +59,5 @@ def test_the_study_trains_each_head_by_the_quick_starts_recipe_unless_told_other
         for continuous in (True, False):
             q = QuickstartConfig(head=head, discrete=not continuous).train_config("d", "r")
             assert gaps(Recipe(), head, continuous) == (q.stride_jitter, q.regular_share)
-    assert gaps(Recipe(), "nac") == (3, 0.5) and gaps(Recipe(), "gru") == (1, 0.0) and gaps(Recipe(), "nac", False) == (1, 0.0)
+    assert gaps(Recipe(), "nac") == (3, 0.5) and gaps(Recipe(), "gru") == gaps(Recipe(), "mha") == (3, 0.5) and gaps(Recipe(), "nac", False) == (1, 0.0)
     assert gaps(Recipe.from_flat({"stride_jitter": 1}), "nac") == (1, 0.5) and gaps(Recipe.from_flat({"stride_jitter": 2, "regular_share": 0.0}), "lstm") == (2, 0.0)

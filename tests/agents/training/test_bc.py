@@ -273,12 +273,13 @@ def test_arrival_windows_train_the_steps_a_perturbed_policy_decided_on_with_the_
         _cfg(tiny_demos, tmp_path / "strided", frame_stride=2, arrival_windows=True)
 
 
-def test_frame_gaps_left_to_the_recipe_are_the_heads_and_saved_in_the_run(tiny_demos, tiny_demos_continuous, tmp_path):
-    """train's default (None) is the recipe's frame gaps for the head and the data's action space
-    (agents.training.bc.frame_gaps), written into the run's config; given values win; the default epochs
-    are the recipe's 4 behaviour-cloning epochs for CarRacing."""
+def test_frame_gaps_left_to_the_recipe_are_the_action_spaces_for_every_head_and_saved_in_the_run(tiny_demos, tiny_demos_continuous, tmp_path):
+    """train's default (None) is the recipe's frame gaps for the data's action space, the same for every head, told the
+    frames' times or not (agents.training.bc.frame_gaps), written into the run's config; given values win; the default
+    epochs are the recipe's 4 behaviour-cloning epochs for CarRacing."""
     cont, disc = batches.Demos.load([tiny_demos_continuous]), batches.Demos.load([tiny_demos])
-    for head, demos, want in (("nac", cont, (3, 0.5)), ("cfc", cont, (3, 0.5)), ("gru", cont, (1, 0.0)), ("nac", disc, (1, 0.0))):
+    for head, demos, want in (("nac", cont, (3, 0.5)), ("cfc", cont, (3, 0.5)), ("gru", cont, (3, 0.5)), ("mha", cont, (3, 0.5)),
+                              ("nac", disc, (1, 0.0)), ("lstm", disc, (1, 0.0))):
         cfg = bc.resolve_config(_cfg("d", "r", head=head), demos, None)
         assert (cfg.stride_jitter, cfg.regular_share) == want, head
     given = bc.resolve_config(_cfg("d", "r", head="nac", stride_jitter=2, regular_share=0.0), cont, None)
