@@ -259,6 +259,8 @@ def _load_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, ema: nn.M
 def prepare_run(cfg: TrainConfig, resume: bool) -> TrainConfig:
     """Refuse to overwrite a run; on resume, the saved config (with the given budget) wins."""
     run = Path(cfg.out)
+    if run.exists() and not run.is_dir():
+        raise ConfigError(f"{run} is a file, not a folder; give --out a folder for the run")
     saved = run / "config.json"
     if resume:
         if not saved.is_file():

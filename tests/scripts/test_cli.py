@@ -136,15 +136,15 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["train", "--data", "/nonexistent", "--out", "/tmp/x"], "/nonexistent is not a folder"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--head", "transformer"], "invalid choice: 'transformer'"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--lr", "-1"], "nacdrive train: learning rate must be > 0 (got -1.0)"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--epochs", "two"], "argument --epochs: invalid int value: 'two'"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--nac", "topk"], "expected KEY=VALUE, got 'topk'"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--task", "udacity", "--rate-window", "2"], "--rate-window is not an option of the udacity network"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--speed-output"], "--speed-output is not an option of the carracing network"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--turn-weight", "2"], "it is for wheel-angle networks (--wheel-target"),
-        (["train", "--data", ".", "--out", "/tmp/x", "--wheel-target", "--turn-weight", "-2"], "turn weight must be >= 0 (got -2.0)"),
+        (["train", "--data", "/nonexistent", "--out", "OUT"], "/nonexistent is not a folder"),
+        (["train", "--data", ".", "--out", "OUT", "--head", "transformer"], "invalid choice: 'transformer'"),
+        (["train", "--data", ".", "--out", "OUT", "--lr", "-1"], "nacdrive train: learning rate must be > 0 (got -1.0)"),
+        (["train", "--data", ".", "--out", "OUT", "--epochs", "two"], "argument --epochs: invalid int value: 'two'"),
+        (["train", "--data", ".", "--out", "OUT", "--nac", "topk"], "expected KEY=VALUE, got 'topk'"),
+        (["train", "--data", ".", "--out", "OUT", "--task", "udacity", "--rate-window", "2"], "--rate-window is not an option of the udacity network"),
+        (["train", "--data", ".", "--out", "OUT", "--speed-output"], "--speed-output is not an option of the carracing network"),
+        (["train", "--data", ".", "--out", "OUT", "--turn-weight", "2"], "it is for wheel-angle networks (--wheel-target"),
+        (["train", "--data", ".", "--out", "OUT", "--wheel-target", "--turn-weight", "-2"], "turn weight must be >= 0 (got -2.0)"),
         (["evaluate", "/nonexistent"], "config.json not found"),
         (["dagger", "--run", "/nonexistent"], "not a training run"),
         (["quickstart", "--seed", "10"], "include the held-out seeds 10000..10009"),
@@ -164,18 +164,24 @@ def test_train_evaluate_and_dagger_end_to_end(tiny_demos, tmp_path):
         (["dagger", "--run", ".", "--until", "880"], "with until, max-rounds (the most rounds in all) must be more than rounds (2; none given)"),
         (["dagger", "--run", ".", "--perturb", "jitter=0.5"], "perturbation jitter: level 0.5 is out of range (a whole number >= 1); or auto"),
         (["study"], "give --out DIR"),
-        (["study", "--out", "/tmp/x", "--variant", "x:foo=1"], "unknown recipe field 'foo'"),
+        (["study", "--out", "OUT", "--variant", "x:foo=1"], "unknown recipe field 'foo'"),
         (["study", "--report", "/nonexistent"], "/nonexistent not found"),
         (["evaluate", "agents/pretrained/nac", "--ray", "127.0.0.1:1"], "cannot reach the Ray cluster"),
         (["sim", "--port", "1", "--wait", "0.5"], "no bridge answers at 127.0.0.1:1"),
         (["sim", "--wait", "0"], "wait must be > 0 seconds (got 0.0)"),
         (["drive", "/nonexistent", "--turn-slowdown", "1"], "turn slowdown must be in [0, 1) (got 1.0)"),
         (["evaluate", "agents/pretrained/nac", "--scenario", "fog"], "unknown scenario 'fog'; choose from clean, color, color3, bar, blob, noise, photos, domain-randomize"),
-        (["study", "--out", "/tmp/x", "--perturb", "colour+drop=0.2"], "unknown scenario or perturbation 'colour'"),
+        (["study", "--out", "OUT", "--perturb", "colour+drop=0.2"], "unknown scenario or perturbation 'colour'"),
     ],
 )
-def test_bad_training_and_evaluation_input_is_one_line(argv, expected, capsys):
-    _one_line_error(argv, expected, capsys)
+def test_bad_training_and_evaluation_input_is_one_line(argv, expected, capsys, tmp_path):
+    # OUT: a folder of this test's own, so that no other test's files in /tmp decide the message
+    _one_line_error([str(tmp_path / "x") if a == "OUT" else a for a in argv], expected, capsys)
+
+
+def test_an_out_that_is_a_file_is_refused_in_one_line(capsys, tmp_path):
+    (tmp_path / "x").write_text("not a run")
+    _one_line_error(["train", "--data", ".", "--out", str(tmp_path / "x")], "is a file, not a folder", capsys)
 
 
 def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
