@@ -14,7 +14,7 @@ from agents.carracing.perturb import parse_level
 from agents.studies import stats
 from agents.studies.plots import scenario_columns
 from agents.studies.store import EXPERT
-from agents.training.recipe import BY_HEAD, UDACITY_FIELDS, Recipe
+from agents.training.recipe import RESOLVED_AT_TRAINING, UDACITY_FIELDS, Recipe
 from datasets.demos import seed_ranges
 
 
@@ -108,7 +108,7 @@ def markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str]) 
                   "not in the aggregates below):", ""] + [f"- {k}: {m}" for k, m in sorted(diverged.items())] + [""]
     if study.get("recipes"):  # every field, as trained (studies from before they were stored have only the overrides above)
         used = (lambda k: k in UDACITY_FIELDS) if cfg.get("task") == "udacity" else (lambda k: True)  # PilotNet runs: no DAgger, no windows
-        shown = lambda k, val: used(k) and (val is not None or k in BY_HEAD)  # noqa: E731  # a None cap (minutes) is no cap: not shown
+        shown = lambda k, val: used(k) and (val is not None or k in RESOLVED_AT_TRAINING)  # noqa: E731  # a None cap (minutes) is no cap: not shown
         lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={'default' if val is None else val}" for k, val in Recipe.flatten(r).items() if shown(k, val))
                                                 for v, r in study["recipes"].items()] + [""]
     lines += scenario_table(result)

@@ -38,9 +38,8 @@ def frame_gaps(continuous: bool, stride_jitter: int | None = None, regular_share
     the discrete recipe keeps regular windows. One rule for every head, so that a comparison of heads compares the
     architectures and not their training: a head without a time input (LSTM, GRU, MHA) sees every gap as one step, and
     the mix did not separate from regular windows for any of them (ibid.), where it lifted NAC in every run."""
-    mix = continuous
-    return {"stride_jitter": (3 if mix else 1) if stride_jitter is None else stride_jitter,
-            "regular_share": (0.5 if mix else 0.0) if regular_share is None else regular_share}
+    return {"stride_jitter": (3 if continuous else 1) if stride_jitter is None else stride_jitter,
+            "regular_share": (0.5 if continuous else 0.0) if regular_share is None else regular_share}
 
 
 def feature_match(clean: Tensor, views: Tensor) -> Tensor:

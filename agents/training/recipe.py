@@ -122,8 +122,9 @@ class Recipe(ConfigDict):
             raise ConfigError(f"the DAgger rounds' {e}") from None
 
 
-BY_HEAD = ("dagger_beta", "stride_jitter", "regular_share")  # fields whose None is resolved where the run is trained (the
-# head and action space: dagger_beta; the action space: the frame gaps); a report shows it as "default"
+# fields whose None is resolved where the run is trained (dagger_beta for the head and action space, the frame gaps for
+# the action space); a report shows it as "default"
+RESOLVED_AT_TRAINING = ("dagger_beta", "stride_jitter", "regular_share")
 UDACITY_FIELDS = {"epochs", "minutes", "lr", "ema", "batch_size", "val_fraction", "net", "noise"}  # the fields a PilotNet run has
 # (no DAgger, no windows; net.speed_output=true: a learned speed)
 
