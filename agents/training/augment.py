@@ -23,6 +23,10 @@ policy reads, look the same in every scenario of agents.carracing.scenarios).
   textures that ship inside scikit-image's wheel and are none of the `photos` scenario's (agents.carracing.scenarios
   PHOTOS), so that no test scene is shown in training; the crop's side from 20 % to all of the picture's shorter side,
   its place drawn, stretched over the scene.
+- `patch`: the same crops at full strength where a smooth random mask says so: the mask is a MASK_GRID x MASK_GRID grid
+  of U(0, 1) values, upsampled bilinearly and sharpened to 0..1, so that a frame shows regions of the photograph alone
+  (nothing of the frame left under them, the road included) beside regions of the frame alone, as a background
+  replaced outright shows them; the mask knows nothing of what a pixel shows.
 
 Kinds combine with "+" ("randmix+overlay"): a picked chunk gets each in turn, in the order given.
 Each chunk is augmented with probability SHARE, the others stay clean (SVEA trains on both);
@@ -42,7 +46,7 @@ from torch import Tensor
 
 from agents.driving.views import SCENE_ROWS, convolve, randconv_weights
 
-AUGMENTS = ("none", "jitter", "randconv", "randmix", "colour", "overlay", "natural")
+AUGMENTS = ("none", "jitter", "randconv", "randmix", "colour", "overlay", "natural", "patch")
 SHARE = 0.5  # of chunks augmented
 JITTER = 0.4  # jitter: brightness, contrast, saturation factors in [1 - JITTER, 1 + JITTER]
 HUE_TURN = 0.1  # jitter: the hue turned by up to this share of a full turn
@@ -51,6 +55,8 @@ _GREY = torch.tensor([0.299, 0.587, 0.114])  # luma weights
 # natural: skimage.data's pictures that the photos scenario does not use (colour ones, and grey textures as grey RGB)
 NATURAL = ("immunohistochemistry", "retina", "stereo_motorcycle", "brick", "grass", "gravel", "camera", "coins", "moon")
 NATURAL_CROP = (0.2, 1.0)  # natural: a crop's side, as a share of the picture's shorter side
+MASK_GRID = 4  # patch: the mask's coarse grid, cells a side
+MASK_SHARPNESS = 4.0  # patch: the mask's slope about 0.5 (1: as drawn, larger: harder edges)
 
 
 def kinds(kind: str) -> list[str]:
@@ -176,4 +182,18 @@ def _natural(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> 
     return (1 - OVERLAY) * x + OVERLAY * pics
 
 
-_KINDS = {"jitter": _jitter, "randconv": _randconv, "randmix": _randmix, "colour": _colour, "overlay": _overlay, "natural": _natural}
+def patch_masks(n: int, h: int, w: int, rng: np.random.Generator) -> Tensor:
+    """n smooth random masks (n, h, w, 1) in 0..1 (see `patch`): a coarse grid of U(0, 1), upsampled, sharpened."""
+    coarse = torch.as_tensor(rng.uniform(0, 1, (n, 1, MASK_GRID, MASK_GRID)), dtype=torch.float32)
+    m = torch.nn.functional.interpolate(coarse, size=(h, w), mode="bilinear", align_corners=True)
+    return ((m - 0.5) * MASK_SHARPNESS + 0.5).clamp(0, 1).permute(0, 2, 3, 1)
+
+
+def _patch(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
+    pics = torch.as_tensor(natural_crops(n, x.shape[1], x.shape[2], rng)[which], dtype=x.dtype, device=x.device)
+    m = patch_masks(n, x.shape[1], x.shape[2], rng)[torch.as_tensor(which)].to(device=x.device, dtype=x.dtype)
+    return (1 - m) * x + m * pics
+
+
+_KINDS = {"jitter": _jitter, "randconv": _randconv, "randmix": _randmix, "colour": _colour, "overlay": _overlay,
+          "natural": _natural, "patch": _patch}

@@ -81,6 +81,22 @@ def test_natural_crops_come_from_photographs_that_no_scene_shows():
     assert blended.min() >= -0.01 and blended.max() <= 1.01 and blended.std() > 0.05  # half the frame, half a picture
 
 
+def test_patch_shows_the_photograph_alone_in_some_regions_and_the_frame_alone_in_others():
+    m = aug.patch_masks(8, 84, 96, np.random.default_rng(0))
+    assert m.shape == (8, 84, 96, 1) and float(m.min()) == 0 and float(m.max()) == 1
+    assert torch.equal(m, aug.patch_masks(8, 84, 96, np.random.default_rng(0)))  # drawn by the generator alone
+    full, none = (m == 1).float().mean(), (m == 0).float().mean()
+    assert 0.15 < full < 0.6 and 0.15 < none < 0.6  # both kinds of region, each a sizeable share
+    assert (m[:, 1:] - m[:, :-1]).abs().max() < 0.5  # smooth: no pixel-to-pixel jumps
+    frames, chunk = _frames()
+    rng = np.random.default_rng(4)
+    out = augment(frames, chunk, "patch", rng, share=1.0).float()
+    kept = (out == frames.float()).all(-1)[:, :SCENE_ROWS]  # pixels left as they were
+    assert 0.05 < kept.float().mean() < 0.95  # some of the frame left, some covered
+    per_frame = kept.flatten(1).float().mean(1)
+    assert len(set(per_frame[::4].tolist())) > 1  # each chunk its own mask
+
+
 def test_colour_maps_every_pixel_by_one_affine_map_and_stretches_the_frame():
     frames, chunk = _frames()
     frames[:, :SCENE_ROWS] = torch.tensor([102, 204, 102], dtype=torch.uint8)  # grass
@@ -109,7 +125,7 @@ def test_kinds_combine_in_their_order():
 def test_a_bad_augmentation_is_refused(bad):
     from agents.training.loop import TrainConfig
 
-    with pytest.raises(ConfigError, match="augment must be one of none, jitter, randconv, randmix, colour, overlay, natural, or several"):
+    with pytest.raises(ConfigError, match="augment must be one of none, jitter, randconv, randmix, colour, overlay, natural, patch, or several"):
         TrainConfig(data=["x"], out="y", augment=bad)
     with pytest.raises(ConfigError, match="consistency compares a clean and an augmented view: give --augment too"):
         TrainConfig(data=["x"], out="y", consistency=1.0)
