@@ -6,6 +6,9 @@ named presets every job starts from. A newcomer reads this module to learn what 
 - `quickstart`: the quick start, continuous actions: the full recipe's data and rounds in two fifths of its training
   steps at a 3x learning rate, and up to two extra DAgger rounds for a draw whose last round falls short
   (docs/studies/quickstart-10min/, docs/studies/discrete-heads/).
+- `full-randmix`: the full recipe with random convolution mixed with the identity on half the chunks (`augment=randmix`)
+  and, like the quick start, up to two extra DAgger rounds for a run whose check falls short: the recipe chosen against
+  unseen scenes (docs/studies/augment-runs/), which the final comparison of heads trains by.
 - `quickstart-discrete`: the quick start with 5 discrete actions: the network learns the front-wheel angle the
   planning expert aims at and its target speed (docs/studies/discrete-heads/).
 
@@ -140,6 +143,7 @@ WHEEL_TARGET = {"net": {"wheel_target": True, "wheel_speed": "target"}, "balance
 
 PRESETS: dict[str, Preset] = {
     "full": Preset(demos=50, recipe={}),
+    "full-randmix": Preset(demos=50, recipe={"augment": "randmix", "dagger_until": 880.0, "dagger_max_rounds": 4}),
     "quickstart": Preset(demos=50, recipe={"epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3, "dagger_until": 880.0,
                                            "dagger_max_rounds": 4}),
     "quickstart-discrete": Preset(demos=30, recipe={"epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": 0.5, "dagger_until": 880.0,

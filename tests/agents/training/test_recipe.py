@@ -77,7 +77,9 @@ def test_a_preset_is_overrides_and_keeps_its_extra_rounds():
     assert preset_recipe("quickstart", {"dagger": {"rounds": 4}}).dagger.max_rounds == 6  # overrides nested by part alike
     d = preset_recipe("quickstart-discrete", {"net": {"excess_scale": 10.0}})
     assert d.bc.net == {"wheel_target": True, "wheel_speed": "target", "excess_scale": 10.0} and d.bc.balance == "weights"  # nets merge
-    with pytest.raises(ConfigError, match="unknown recipe preset 'fast'; choose from full, quickstart, quickstart-discrete"):
+    r = preset_recipe("full-randmix")  # the full recipe's steps, randmix and the extra rounds (docs/studies/augment-runs/)
+    assert (r.bc.epochs, r.bc.lr, r.bc.augment, r.dagger.until, r.dagger.max_rounds) == (Recipe().bc.epochs, Recipe().bc.lr, "randmix", 880.0, 4)
+    with pytest.raises(ConfigError, match="unknown recipe preset 'fast'; choose from full, full-randmix, quickstart, quickstart-discrete"):
         check_preset("fast")
     with pytest.raises(ConfigError, match="unknown recipe fields \\['epoch'\\]"):
         preset_recipe("quickstart", {"epoch": 2})
