@@ -27,6 +27,10 @@ policy reads, look the same in every scenario of agents.carracing.scenarios).
   of U(0, 1) values, upsampled bilinearly and sharpened to 0..1, so that a frame shows regions of the photograph alone
   (nothing of the frame left under them, the road included) beside regions of the frame alone, as a background
   replaced outright shows them; the mask knows nothing of what a pixel shows.
+- `invert`: the scene's every value turned over (x -> 1 - x, torchvision's RandomInvert) in INVERT_SHARE of the chunks
+  it is given, the others left: a road that was darker than its grass becomes lighter, as gymnasium's domain
+  randomization shows it on some tracks (docs/studies/augment-runs/, the luminance gap); whole frames, so it knows
+  nothing of which pixels are road.
 
 Kinds combine with "+" ("randmix+overlay"): a picked chunk gets each in turn, in the order given.
 Each chunk is augmented with probability SHARE, the others stay clean (SVEA trains on both);
@@ -46,7 +50,7 @@ from torch import Tensor
 
 from agents.driving.views import SCENE_ROWS, convolve, randconv_weights
 
-AUGMENTS = ("none", "jitter", "randconv", "randmix", "colour", "overlay", "natural", "patch")
+AUGMENTS = ("none", "jitter", "randconv", "randmix", "colour", "overlay", "natural", "patch", "invert")
 SHARE = 0.5  # of chunks augmented
 JITTER = 0.4  # jitter: brightness, contrast, saturation factors in [1 - JITTER, 1 + JITTER]
 HUE_TURN = 0.1  # jitter: the hue turned by up to this share of a full turn
@@ -55,6 +59,7 @@ _GREY = torch.tensor([0.299, 0.587, 0.114])  # luma weights
 # natural: skimage.data's pictures that the photos scenario does not use (colour ones, and grey textures as grey RGB)
 NATURAL = ("immunohistochemistry", "retina", "stereo_motorcycle", "brick", "grass", "gravel", "camera", "coins", "moon")
 NATURAL_CROP = (0.2, 1.0)  # natural: a crop's side, as a share of the picture's shorter side
+INVERT_SHARE = 0.5  # invert: of the chunks it is given (so a quarter of all chunks alone, at SHARE 0.5)
 MASK_GRID = 4  # patch: the mask's coarse grid, cells a side
 MASK_SHARPNESS = 4.0  # patch: the mask's slope about 0.5 (1: as drawn, larger: harder edges)
 
@@ -195,5 +200,10 @@ def _patch(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Te
     return (1 - m) * x + m * pics
 
 
+def _invert(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
+    flip = _per_chunk((rng.random(n) < INVERT_SHARE).astype(np.float32), which, x)[..., None]  # (u, 1, 1, 1): 1 where inverted
+    return flip * (1 - x) + (1 - flip) * x
+
+
 _KINDS = {"jitter": _jitter, "randconv": _randconv, "randmix": _randmix, "colour": _colour, "overlay": _overlay,
-          "natural": _natural, "patch": _patch}
+          "natural": _natural, "patch": _patch, "invert": _invert}

@@ -85,7 +85,8 @@ class CloningRecipe(ConfigDict):
     # randconv (a random 3x3 convolution, Lee et al. 2020), randmix (the same mixed with the identity by a random share, as
     # RandConv), colour (a random affine colour map of the whole scene), overlay (blended with a random 1/f picture, as SODA /
     # SVEA), natural (the same blend with a crop of a photograph none of the photos scene's), patch (those crops at full strength
-    # under a smooth random mask); several joined by '+' are applied in turn (agents.training.augment)
+    # under a smooth random mask), invert (the scene turned over, 1 - x, in half the chunks it is given); several joined by '+'
+    # are applied in turn (agents.training.augment)
     consistency: float = 0.0  # carracing, with an augmentation: > 0 trains every window on a clean and an augmented view (every
     # chunk augmented), the expert's label on both, plus this weight x the squared distance between each frame's features in
     # the two views over the clean features' variance, the clean ones held fixed (Lee et al. 2020's feature matching, made

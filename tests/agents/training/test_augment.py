@@ -97,6 +97,15 @@ def test_patch_shows_the_photograph_alone_in_some_regions_and_the_frame_alone_in
     assert len(set(per_frame[::4].tolist())) > 1  # each chunk its own mask
 
 
+def test_invert_turns_the_scene_over_in_about_half_the_chunks_it_is_given():
+    frames, chunk = _frames(n=400)  # a hundred chunks of four frames
+    out = augment(frames, chunk, "invert", np.random.default_rng(6), share=1.0)
+    changed = (out != frames).flatten(1).any(1).numpy()
+    assert 0.35 < changed.mean() < 0.65  # INVERT_SHARE of the chunks given (all of them at share 1)
+    assert torch.equal(out[changed][:, :SCENE_ROWS], 255 - frames[changed][:, :SCENE_ROWS])  # exactly 1 - x
+    assert torch.equal(out[~changed], frames[~changed])
+
+
 def test_colour_maps_every_pixel_by_one_affine_map_and_stretches_the_frame():
     frames, chunk = _frames()
     frames[:, :SCENE_ROWS] = torch.tensor([102, 204, 102], dtype=torch.uint8)  # grass
@@ -125,7 +134,7 @@ def test_kinds_combine_in_their_order():
 def test_a_bad_augmentation_is_refused(bad):
     from agents.training.loop import TrainConfig
 
-    with pytest.raises(ConfigError, match="augment must be one of none, jitter, randconv, randmix, colour, overlay, natural, patch, or several"):
+    with pytest.raises(ConfigError, match="augment must be one of none, jitter, randconv, randmix, colour, overlay, natural, patch, invert, or several"):
         TrainConfig(data=["x"], out="y", augment=bad)
     with pytest.raises(ConfigError, match="consistency compares a clean and an augmented view: give --augment too"):
         TrainConfig(data=["x"], out="y", consistency=1.0)
