@@ -182,9 +182,13 @@ def natural_crops(n: int, h: int, w: int, rng: np.random.Generator) -> np.ndarra
     return out
 
 
+def _crops_per_frame(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
+    """natural_crops drawn per chunk, as (u, h, w, 3) beside x's frames (natural, patch)."""
+    return torch.as_tensor(natural_crops(n, x.shape[1], x.shape[2], rng)[which], dtype=x.dtype, device=x.device)
+
+
 def _natural(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
-    pics = torch.as_tensor(natural_crops(n, x.shape[1], x.shape[2], rng)[which], dtype=x.dtype, device=x.device)
-    return (1 - OVERLAY) * x + OVERLAY * pics
+    return (1 - OVERLAY) * x + OVERLAY * _crops_per_frame(x, which, n, rng)
 
 
 def patch_masks(n: int, h: int, w: int, rng: np.random.Generator) -> Tensor:
@@ -195,7 +199,7 @@ def patch_masks(n: int, h: int, w: int, rng: np.random.Generator) -> Tensor:
 
 
 def _patch(x: Tensor, which: np.ndarray, n: int, rng: np.random.Generator) -> Tensor:
-    pics = torch.as_tensor(natural_crops(n, x.shape[1], x.shape[2], rng)[which], dtype=x.dtype, device=x.device)
+    pics = _crops_per_frame(x, which, n, rng)
     m = patch_masks(n, x.shape[1], x.shape[2], rng)[torch.as_tensor(which)].to(device=x.device, dtype=x.dtype)
     return (1 - m) * x + m * pics
 
