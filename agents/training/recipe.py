@@ -141,11 +141,13 @@ class Preset:
 WHEEL_TARGET = {"net": {"wheel_target": True, "wheel_speed": "target"}, "balance": "weights"}  # discrete: learn the planned
 # wheel angle and the expert's target speed, the speed excess's error weighted by brake / no brake
 
+EXTRA_ROUNDS = {"dagger_until": 880.0, "dagger_max_rounds": 4}  # up to two extra DAgger rounds for a run whose last check
+# falls short of 880 (the quick start's, and full-randmix's)
+
 PRESETS: dict[str, Preset] = {
     "full": Preset(demos=50, recipe={}),
-    "full-randmix": Preset(demos=50, recipe={"augment": "randmix", "dagger_until": 880.0, "dagger_max_rounds": 4}),
-    "quickstart": Preset(demos=50, recipe={"epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3, "dagger_until": 880.0,
-                                           "dagger_max_rounds": 4}),
+    "full-randmix": Preset(demos=50, recipe={"augment": "randmix", **EXTRA_ROUNDS}),
+    "quickstart": Preset(demos=50, recipe={"epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3, **EXTRA_ROUNDS}),
     "quickstart-discrete": Preset(demos=30, recipe={"epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": 0.5, "dagger_until": 880.0,
                                                     "dagger_max_rounds": 3, "dagger_average": 3, **WHEEL_TARGET}),
 }
