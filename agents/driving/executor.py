@@ -119,13 +119,25 @@ class InlineExecutor(Executor):
         self.queue.clear()
 
 
+def one_thread() -> None:
+    """A local worker's first act: one torch thread (one task a core). It is also what keeps a forked worker alive: once
+    the parent has run a multi-threaded torch op (loading the PPO expert runs its CNN), the child's first parallel op waits
+    forever on the OpenMP pool it inherited, and one thread never enters that pool."""
+    import torch  # here, not at the top: the seam itself needs no torch
+
+    torch.set_num_threads(1)
+
+
 class ProcessExecutor(Executor):
     """Local worker processes; a broken pool is rebuilt and its unfinished tasks resubmitted."""
 
     def __init__(self, workers: int, retries: int) -> None:
         self.workers, self.retries, self.capacity = workers, retries, workers
-        self.pool = ProcessPoolExecutor(max_workers=workers)
+        self.pool = self._new_pool()
         self.running: dict[Future, WorkItem] = {}
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.workers, initializer=one_thread)
 
     def submit(self, task: WorkItem) -> None:
         self.running[self.pool.submit(task.fn, task.arg)] = task
@@ -148,7 +160,7 @@ class ProcessExecutor(Executor):
         lost = [first, *self.running.values()]
         self.running.clear()
         self.pool.shutdown(wait=False, cancel_futures=True)
-        self.pool = ProcessPoolExecutor(max_workers=self.workers)
+        self.pool = self._new_pool()
         for task in lost:
             task.tries += 1
             if task.tries > self.retries:

@@ -228,7 +228,8 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
         job = {
             "path": str(cfg.run_dir(run["key"])), "demos": str(cfg.demos_dir(demos(run))), "head": run["head"], "seed": run["seed"],
             "recipe": study.data["recipes"][run["variant"]], "expert": cfg.expert, "max_steps": cfg.max_steps, "continuous": cfg.continuous,
-            "device": "cuda" if ray_gpus else "cpu",
+            # the GPU where there is one: a Ray task is given one; local workers share this machine's (auto: else the CPU)
+            "device": "cuda" if ray_gpus else "auto",
         }
         return WorkItem(("train", run["key"]), cpu_timed, (train_guarded, (kind.train, job)), cpus=1, gpus=1 if ray_gpus else 0)
 

@@ -63,6 +63,35 @@ def test_a_task_that_always_kills_its_worker_gives_up(tmp_path):
         ex.close()
 
 
+FORK_AFTER_TORCH = """
+import torch
+from agents.driving.executor import ProcessExecutor, WorkItem
+
+def conv(_):
+    return torch.get_num_threads(), float(torch.nn.Conv2d(3, 8, 8, 4)(torch.zeros(1, 3, 96, 96)).sum())
+
+if __name__ == "__main__":
+    torch.set_num_threads(2)
+    torch.nn.Conv2d(3, 8, 8, 4)(torch.zeros(8, 3, 96, 96))  # the parent's OpenMP pool exists before the fork
+    ex = ProcessExecutor(workers=2, retries=0)
+    for i in range(2):
+        ex.submit(WorkItem(i, conv, i))
+    print(sorted(r[0] for _, r in ex.results()))
+    ex.close()
+"""
+
+
+def test_workers_forked_after_a_torch_op_run_torch_on_one_thread(tmp_path):
+    # without the workers' one-thread initializer the children's first convolution waits forever (the inherited OpenMP pool)
+    script = tmp_path / "fork_after_torch.py"
+    script.write_text(FORK_AFTER_TORCH)
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[1, 1]"
+
+
 def test_parallel_map_keeps_partial_results_on_failure():
     def boom(x: int) -> int:
         if x == 3:
