@@ -380,6 +380,7 @@ class Stepper:
             self.model = nn.parallel.DistributedDataParallel(
                 self.net, device_ids=[device.index] if device.type == "cuda" else None, static_graph=True)
         precision = cfg.precision if cfg.precision != "auto" else ("fp16" if device.type == "cuda" else "fp32")
+        self.precision = precision
         self.amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
         self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")  # float16's range needs the loss scaled
         self.ema = MovingAverage(self.net, cfg.ema) if cfg.ema else None
@@ -464,6 +465,8 @@ def _fit(task: Trainable, cfg: TrainConfig, dist_info: "Dist", device: torch.dev
     elif dist_info.main:
         run.mkdir(parents=True, exist_ok=True)
         net.save(run, "last", task.extra)  # config.json from the start: the run is identifiable
+    # where the steps ran, as resolved (config.json keeps what was asked, often auto); a run resumed elsewhere lists both
+    counters["trained_on"] = list(dict.fromkeys([*counters.get("trained_on", []), f"{device.type} {stepper.precision}"]))
 
     writer = None
     if dist_info.main:
@@ -613,6 +616,7 @@ def write_metrics(run: Path, label: str, history: list[dict[str, Any]], counters
         "steps": counters["step"],
         "epochs": counters["epoch"],
         "train_seconds": round(counters["seconds"], 1),
+        "trained_on": counters.get("trained_on", []),  # device type and arithmetic, e.g. ["cpu fp32"] or ["cuda fp16"]
         "finished": bool(counters.get("done")),
         "history": history,
     }

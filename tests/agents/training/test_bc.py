@@ -110,6 +110,7 @@ def test_resume_with_a_larger_budget_trains_on(tiny_demos, tmp_path):
     train(_cfg(tiny_demos, tmp_path / "run", epochs=1), quiet=True)
     m = train(_cfg(tiny_demos, tmp_path / "run", epochs=3), resume=True, quiet=True)
     assert m["epochs"] == 3 and len(m["history"]) == 3
+    assert m["trained_on"] == ["cpu fp32"]  # the device and arithmetic as resolved (asked: auto), once though resumed
 
 
 def test_a_time_budget_stops_training(tiny_demos, tmp_path):

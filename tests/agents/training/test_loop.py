@@ -99,6 +99,7 @@ def test_an_interrupted_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_p
     _, a = load_checkpoint(tmp_path / "whole", name="last")
     _, b = load_checkpoint(tmp_path / "cut", name="last")
     assert all(torch.equal(a[k], b[k]) for k in a)
+    assert json.loads((tmp_path / "cut" / "metrics.json").read_text())["trained_on"] == ["cpu fp32"]
 
 
 def test_a_loss_that_is_not_finite_stops_the_run_and_says_what_to_do(tmp_path):
@@ -141,6 +142,7 @@ def test_a_float16_run_resumes_with_its_loss_scale_to_the_weights_of_an_uninterr
     _, a = load_checkpoint(tmp_path / "whole", name="last")
     _, b = load_checkpoint(tmp_path / "cut", name="last")
     assert all(torch.equal(a[k], b[k]) for k in a)
+    assert json.loads((tmp_path / "cut" / "metrics.json").read_text())["trained_on"] == ["cpu fp16"]
 
 
 def test_the_resumable_state_alternates_between_two_files(tmp_path):
