@@ -205,6 +205,7 @@ def _row(info: RunInfo, cfg: EvaluateConfig, results: list[EpisodeResult], ms: l
         "seeds": [r.seed for r in results],
         "returns": [r.episode_return for r in results],
         "tiles": [r.tiles_visited for r in results],  # each episode's share of its track's tiles
+        "skipped": [r.tiles_skipped for r in results],  # each episode's tiles driven past and never touched
     }
 
 

@@ -31,6 +31,9 @@ class DaggerRecipe(ConfigDict):
     check: int = 16  # with until: the episodes each round's trained weights drive alone (check seeds, the same every round, apart
     # from evaluation's). Failures are rare, so each episode is judged, not only the mean; 0: judge the round's own clean rollouts
     max_rounds: int = 0  # with until: the most rounds in all (more than rounds)
+    skips: bool = False  # with until and check: a check episode that skipped a tile (drove past it, never touched it: the way
+    # weak runs lose laps, docs/studies/recipe-reliability) also calls another round; the lost-track rule lets such a lap
+    # through, and a slow lap on a long track skips no tile
     episodes: int = 10  # policy rollouts per round
     beta: float | None = None  # round r executes the expert's action with probability beta ** r (0: the policy drives alone).
     # Default: the recipe's for the run's head and action space, 0.5 for NAC and discrete runs, 0.3 for the other heads (recipe_beta)
@@ -63,6 +66,8 @@ class DaggerRecipe(ConfigDict):
              f"with until, max-rounds (the most rounds in all) must be more than rounds ({self.rounds}; "
              + (f"got {self.max_rounds})" if self.max_rounds else "none given)"))
         need(self.check >= 0, f"check must be >= 0 (episodes; 0: judge the rollouts; got {self.check})")
+        need(not self.skips or (self.until and self.check >= 1), f"skips judges the check episodes: it needs until > 0 and check >= 1 "
+                                                                 f"(got until {self.until}, check {self.check})")
         need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(0.0 <= self.bend < 180.0, f"bend must be in [0, 180) degrees (0: every track; got {self.bend})")
         need(self.beta is None or 0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")

@@ -38,7 +38,13 @@ def wants_check(cfg: DaggerConfig, rounds: list[dict[str, Any]], done: int, epis
     call for another round already, and they were not checked yet (a check stored before checks kept each episode's tiles is
     driven again)."""
     return (bool(cfg.until and cfg.check) and done == len(rounds) and cfg.rounds <= done < cfg.max_rounds
-            and "tiles" not in rounds[-1].get("check", {}) and not rollouts_short(cfg, rounds[-1], episodes))
+            and not checked(cfg, rounds[-1].get("check", {})) and not rollouts_short(cfg, rounds[-1], episodes))
+
+
+def checked(cfg: DaggerConfig, check: dict[str, Any]) -> bool:
+    """Whether a stored check holds what the rules judge: each episode's tiles (and, with skips, its skipped tiles; a check
+    stored without them is driven again)."""
+    return "tiles" in check and (not cfg.skips or "skipped" in check)
 
 
 def rollouts_short(cfg: DaggerConfig, last: dict[str, Any], episodes: list[dict[str, Any]]) -> bool:
@@ -49,13 +55,14 @@ def rollouts_short(cfg: DaggerConfig, last: dict[str, Any], episodes: list[dict[
 
 def falls_short(cfg: DaggerConfig, last: dict[str, Any], episodes: list[dict[str, Any]]) -> bool:
     """Whether the round calls for another: its clean rollouts short (rollouts_short), or with a check, its trained weights' mean
-    return there below cfg.until or a check episode that lost its track (reached fewer than LOST_TILES of its tiles). Both are
-    looked at because each has missed a weak draw the other saw (docs/studies/discrete-heads/README.md, 'Lost tracks, not slow
-    laps')."""
+    return there below cfg.until or a check episode that lost its track (reached fewer than LOST_TILES of its tiles), or with
+    cfg.skips one that skipped a tile. Both are looked at because each has missed a weak draw the other saw
+    (docs/studies/discrete-heads/README.md, 'Lost tracks, not slow laps')."""
     if rollouts_short(cfg, last, episodes):
         return True
     check = last.get("check") if cfg.check else None
-    return check is not None and (check["mean_return"] < cfg.until or min(check["tiles"]) < LOST_TILES)
+    return check is not None and (check["mean_return"] < cfg.until or min(check["tiles"]) < LOST_TILES
+                                  or (cfg.skips and max(check["skipped"]) > 0))
 
 
 def round_weights(run: Path, r: int) -> Path:
@@ -99,7 +106,7 @@ def select_by_check(cfg: DaggerConfig, run: Path, state: dict[str, Any], last: i
     for k in range(last + 1):
         holder = state["rounds"][k - 1] if k else state
         name = "check" if k else "bc_check"
-        if "tiles" not in holder.get(name, {}):
+        if not checked(cfg, holder.get(name, {})):
             copy_weights(round_weights(run, k), run / "best.safetensors")  # a check drives the run's best weights
             holder[name] = check_weights(cfg, run)
             write_json(state_path, state)
@@ -114,7 +121,7 @@ def check_weights(cfg: DaggerConfig, run: Path) -> dict[str, Any]:
     expert's reference rows."""
     row = evaluate(EvaluateConfig(runs=[str(run)], episodes=cfg.check, seed_start=CHECK_SEED, workers=cfg.workers, ray=cfg.ray,
                                   expert=False, max_steps=cfg.max_steps))[0]
-    return {"seeds": row["seeds"], "returns": row["returns"], "tiles": row["tiles"], "mean_return": row["mean_return"],
+    return {"seeds": row["seeds"], "returns": row["returns"], "tiles": row["tiles"], "skipped": row["skipped"], "mean_return": row["mean_return"],
             "finished_share": row["finished_share"]}
 
 

@@ -119,6 +119,7 @@ def test_an_extra_round_follows_checked_weights_below_until_and_is_marked(tiny_d
     assert check["seeds"] == [CHECK_SEED, CHECK_SEED + 1] and "check" not in state["rounds"][1]
     assert check["mean_return"] == pytest.approx(np.mean(check["returns"])) and 0.0 <= check["finished_share"] <= 1.0
     assert len(check["tiles"]) == 2 and all(0.0 < t < LOST_TILES for t in check["tiles"]) and check["mean_return"] >= 1.0
+    assert check["skipped"] == [0, 0]  # 30 steps along the start of the track skip no tile; each episode's count is kept
     assert state["rounds"][0]["clean_mean_return"] == DemoSet(run / "dagger").episodes[0]["return"]
     assert DemoSet(run / "dagger").seeds() == [1_000_000, 1_000_001]
     assert json.loads((run / "metrics.json").read_text())["epochs"] == 3

@@ -14,7 +14,7 @@ from agents.training.recipe import PRESETS, Recipe, check_preset, preset_recipe
 from nac.config import ConfigError
 
 # a value other than the default for each recipe field, valid for a continuous NAC run
-CHANGED = {"epochs": 3, "minutes": 5.0, "dagger_rounds": 3, "dagger_until": 800.0, "dagger_check": 4, "dagger_max_rounds": 5,
+CHANGED = {"epochs": 3, "minutes": 5.0, "dagger_rounds": 3, "dagger_until": 800.0, "dagger_check": 4, "dagger_max_rounds": 5, "dagger_skips": True,
            "dagger_episodes": 6, "dagger_bend": 150.0, "dagger_epochs": 1, "dagger_minutes": 2.0, "dagger_average": 2, "dagger_select": "check", "dagger_beta": 0.2, "dagger_off_road_steps": 50,
            "dagger_takeover": 3.0, "dagger_perturb": "jitter=2", "window": 6, "stride_jitter": 2, "regular_share": 0.25, "arrival_windows": True,
            "shift": 2, "augment": "jitter", "select_episodes": 2, "lr": 3e-4, "ema": 0.99, "batch_size": 16, "loss": "l1", "balance": "none",
@@ -33,6 +33,7 @@ def test_every_recipe_field_reaches_the_training_or_the_dagger_rounds():
         if name in ("noise", "scene", "turn_weight"):  # the demonstrations' (collect --noise, --scene); the wheel-angle networks' (below)
             continue
         given = {name: value, **({"dagger_max_rounds": 5} if name == "dagger_until" else {}),  # until needs its most rounds
+                 **({"dagger_until": 800.0, "dagger_max_rounds": 5} if name == "dagger_skips" else {}),  # skips judges until's checks
                  **({"augment": "jitter"} if name == "consistency" else {})}  # and consistency an augmentation
         assert configs(Recipe.from_flat(given)) != configs(Recipe.from_flat({k: v for k, v in given.items() if k != name})), \
             f"{name} changes neither the training nor the DAgger rounds"

@@ -63,6 +63,27 @@ def test_more_rounds_go_on_while_the_rollouts_or_the_checked_weights_fall_short_
         DaggerConfig(run="x", check=-1)
 
 
+def test_with_skips_a_check_episode_that_skipped_a_tile_calls_another_round():
+    cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=3, skips=True)
+
+    def rounds(skipped):
+        """Two trained rounds, the last one's check at 914 with every tile reached but `skipped` skipped per episode."""
+        check = {"returns": [915.0, 896.0, 931.0], "tiles": [1.0, 0.99, 1.0], "skipped": skipped, "mean_return": 914.0}
+        return [{"round": r, "trained": True, "seeds": [r], **({"check": check} if r == 2 else {})} for r in (1, 2)], \
+            [{"seed": r, "return": 915.0, "perturb": None} for r in (1, 2)]
+
+    assert more_rounds(cfg, *rounds([0, 1, 0])[:1], 2, rounds([0, 1, 0])[1])  # a lap lost to one skipped tile: a third round
+    assert not more_rounds(cfg, *rounds([0, 0, 0])[:1], 2, rounds([0, 0, 0])[1])  # none skipped: done
+    plain = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=4, check=3)
+    assert not more_rounds(plain, *rounds([0, 1, 0])[:1], 2, rounds([0, 1, 0])[1])  # without skips the lost-track rule lets it through
+    # a check stored before checks kept the skipped tiles is driven again when skips needs them, not otherwise
+    old, episodes = rounds([0, 1, 0])
+    del old[-1]["check"]["skipped"]
+    assert wants_check(cfg, old, 2, episodes) and not wants_check(plain, old, 2, episodes)
+    with pytest.raises(ConfigError, match="skips judges the check episodes"):
+        DaggerConfig(run="x", rounds=2, skips=True)
+
+
 def test_with_check_0_more_rounds_go_on_while_the_last_rollouts_fall_short_up_to_the_cap():
     cfg = DaggerConfig(run="x", rounds=2, until=880.0, max_rounds=3, check=0)
 
