@@ -92,6 +92,8 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
         # weights the run left (None: the last round's, or a mean)
         "dagger_check_returns": [c["mean_return"] if c else None for c in checks],
         "dagger_check_worst": [min(c["returns"]) if c else None for c in checks],
+        "dagger_check_skips": [sum(1 for n in c["skipped"] if n) if c and "skipped" in c else None for c in checks],  # episodes that
+        # skipped a tile (None: not checked, or a check kept before the counts were)
         "dagger_selected": dag.get("selected"),
     }
 

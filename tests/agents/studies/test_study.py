@@ -297,10 +297,12 @@ def test_a_run_record_keeps_what_its_checks_saw_and_which_round_it_left(tmp_path
     (run / "metrics.json").write_text(json.dumps({"best": {"val_loss": 0.1}, "train_seconds": 5.0}))
     (run / "dagger.json").write_text("{}")  # behaviour cloning is over
     check = lambda *r: {"returns": list(r), "mean_return": sum(r) / len(r)}  # noqa: E731
-    dag = {"rounds": [{"rollout_mean_return": 700.0, "check": check(900.0, 500.0)}, {"rollout_mean_return": 910.0, "check": check(920.0, 930.0)}],
+    dag = {"rounds": [{"rollout_mean_return": 700.0, "check": check(900.0, 500.0)},
+                      {"rollout_mean_return": 910.0, "check": {**check(920.0, 930.0), "skipped": [0, 2]}}],
            "bc_check": check(300.0, 100.0), "selected": 2}
     monkeypatch.setattr(study_module, "dagger", lambda cfg, quiet: dag)
     job = {"path": str(run), "recipe": {}, "demos": "d", "head": "nac", "seed": 0, "max_steps": 60, "expert": "track", "continuous": True}
     out = study_module.train_run(job)
     assert out["dagger_rollout_returns"] == [700.0, 910.0] and out["dagger_selected"] == 2
     assert out["dagger_check_returns"] == [200.0, 700.0, 925.0] and out["dagger_check_worst"] == [100.0, 500.0, 920.0]
+    assert out["dagger_check_skips"] == [None, None, 1]  # episodes that skipped a tile, where the check kept the counts
