@@ -164,11 +164,12 @@ def add_fields(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, 
             continue
         if f.name not in docs:
             raise TypeError(f"{cls.__name__}.{f.name} has no comment to be its --help")
-        flags = [flag(prefix + f.name)]
+        flags, target = [flag(prefix + f.name)], p
         if "negated" in f.metadata:  # a field on by default, turned off by a flag of its own name (continuous: --discrete)
             flags, kw = [flag(f.metadata["negated"])], {"action": "store_false", "help": f.metadata["negated_help"]}
-            if "retired" in f.metadata:  # the flag that turned it on, before it was the default: a line saying so
-                p.add_argument(flag(f.name), action=_Retired, message=f.metadata["retired"])
+            if "explicit_help" in f.metadata:  # and its own name accepted too, saying the default (--continuous); not both
+                target = p.add_mutually_exclusive_group()
+                target.add_argument(flag(f.name), dest=name, action="store_true", default=True, help=f.metadata["explicit_help"])
         else:
             kw = _argument(f.name, hints[f.name], default, docs[f.name], unset is True or name in unset, f.metadata)
         if name in positional:
@@ -176,7 +177,7 @@ def add_fields(p: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, 
             kw.setdefault("metavar", f.name.upper())
             p.add_argument(name, **kw)
         else:
-            p.add_argument(*flags, dest=name, **kw)
+            target.add_argument(*flags, dest=name, **kw)
         added.append(name)
     return added
 

@@ -28,9 +28,9 @@ EPISODE_STEPS = 1000  # gymnasium's TimeLimit for CarRacing-v3
 RETURN_BOUNDS = (-200.0, 1000.0)  # every return an episode can have: 1000 for all tiles, less 0.1 a step; -100 for leaving the
 # playfield, at the latest at the last step
 # The action space of every command that drives or records: continuous (steer, gas, brake), the shipped policies', with
-# --discrete for CarRacing's 5 discrete actions; --continuous, the switch before continuous was the default, says so
+# --discrete for CarRacing's 5 discrete actions; --continuous, the switch before continuous was the default, still says it
 CONTINUOUS = {"negated": "discrete", "negated_help": "5 discrete actions (noop, right, left, gas, brake) instead of continuous "
-              "(steer, gas, brake)", "retired": "continuous actions are the default (--discrete for 5 discrete actions)"}
+              "(steer, gas, brake)", "explicit_help": "continuous (steer, gas, brake) actions: the default, said explicitly"}
 # Discrete actions of CarRacing-v3 (note: 1 steers RIGHT, 2 LEFT; gas is only 0.2).
 ACTIONS = ("noop", "right", "left", "gas", "brake")
 

@@ -26,7 +26,7 @@ from safetensors.torch import save_model
 from torch import nn
 from tqdm import tqdm
 
-from agents.carracing.env import EPISODE_STEPS, FAST_ID
+from agents.carracing.env import CONTINUOUS, EPISODE_STEPS, FAST_ID
 from agents.experts.ppo_expert import PPO_EXPORT, SIZE, SKIP, STACK, policy_kwargs
 from nac.checkpoint import write_json
 from nac.config import ConfigError, need
@@ -91,8 +91,8 @@ def make_ppo_env(continuous: bool, max_steps: int = EPISODE_STEPS, labels: bool 
 @dataclass
 class PPOTrainConfig:
     out: str  # the run folder
-    continuous: bool = field(default=True, metadata={"negated": "discrete", "negated_help": "5 discrete actions (no gSDE) instead "
-                                                                                            "of continuous"})  # continuous actions
+    continuous: bool = field(default=True, metadata={**CONTINUOUS, "negated_help": "5 discrete actions (no gSDE) instead of "
+                                                                                   "continuous"})  # continuous actions
     # (gSDE needs them; the zoo trains continuous)
     timesteps: int = 200_000  # PPO environment steps (after frame skip) of the run in all, warm start excluded: --resume trains
     # what is left of them, on the same learning-rate schedule (give more to go on further)

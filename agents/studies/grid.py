@@ -9,6 +9,7 @@ from typing import Any
 
 from agents.carracing import perturb
 from agents.carracing import scenarios
+from agents.carracing.env import CONTINUOUS
 from agents.carracing.seeds import VALIDATION_SEED
 from agents.driving.executor import storage_path
 from agents.driving.rollout import Rollouts
@@ -41,8 +42,7 @@ class StudyConfig(Rollouts):
     first_seed: int = 0  # the first training seed
     variants: dict[str, dict[str, Any]] = field(default_factory=lambda: {"base": {}})  # name -> overrides of the full recipe
     demos: int = 50  # expert demonstrations (seeds 0 .. demos - 1), recorded once and shared
-    continuous: bool = field(default=True, metadata={"negated": "discrete", "negated_help": "5 discrete actions instead of continuous "
-                                                                                            "(steer, gas, brake)"})  # continuous actions
+    continuous: bool = field(default=True, metadata=CONTINUOUS)  # continuous actions
     expert: str = field(default="track", metadata={"choices": EXPERTS})  # who demonstrates and labels DAgger rollouts: track, the
     # privileged track follower, or ppo, the shipped PPO expert
     episodes: int = 50  # held-out episodes per run at the clean level

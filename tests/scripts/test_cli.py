@@ -302,19 +302,22 @@ def test_a_run_trained_twice_on_one_device_is_its_own_twin(tiny_demos_continuous
     assert twin == {"devices": ["cpu", "cpu"], "steps": 4, "param_rel_diff": 0.0, "loss_rel_diff": 0.0}
 
 
-def test_every_command_that_drives_is_continuous_by_default_and_says_so_for_the_old_switch(capsys):
+def test_every_command_that_drives_is_continuous_by_default_and_takes_the_old_switch_as_said(capsys):
     """collect, expert eval and record drive continuous actions unless --discrete, as quickstart, study and the
-    shipped policies; the switch of before, --continuous, ends the command line with one line naming --discrete."""
+    shipped policies; the switch of before, --continuous, still says the default; with --discrete it is one line."""
     from agents.evaluation.expert_eval import ExpertEvalConfig
     from agents.figures.video import RecordConfig
     from agents.training.collect import CollectConfig
+    from scripts.cli import build_parser
 
     assert CollectConfig(out="x").continuous and ExpertEvalConfig().continuous and RecordConfig(out="x.mp4").continuous
-    for argv in (["collect", "--out", "x"], ["expert", "eval"], ["record", "--out", "x.mp4", "--expert", "track"]):
+    for argv in (["collect", "--out", "x"], ["expert", "eval"], ["record", "run", "--out", "x.mp4"], ["study"]):
+        parse = build_parser().parse_args
+        assert parse(argv).continuous and parse([*argv, "--continuous"]).continuous and not parse([*argv, "--discrete"]).continuous
         with pytest.raises(SystemExit) as e:
-            main([*argv, "--continuous"])
+            main([*argv, "--discrete", "--continuous"])
         err = capsys.readouterr().err.strip().splitlines()
-        assert e.value.code == 2 and len(err) == 1 and "--continuous is gone" in err[0] and "--discrete" in err[0], err
+        assert e.value.code == 2 and len(err) == 1 and "not allowed with argument --discrete" in err[0], err
 
 
 def test_train_on_discrete_demonstrations_says_in_one_line_what_it_trains(tiny_demos, tmp_path, capsys):
