@@ -8,6 +8,7 @@ The network knows no environment: it maps uint8 frames (and their times) to acti
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,6 +25,7 @@ ACTION_SPACES = ("discrete", "continuous")
 DISCRETE_ACTIONS = 5  # gymnasium CarRacing: noop, right, left, gas, brake
 CONTINUOUS_ACTIONS = 3  # steer in [-1, 1], gas and brake in [0, 1]
 WHEEL_SPEEDS = ("excess", "target")  # a wheel-angle network's second output (DrivingNetConfig.wheel_speed)
+FRAME_INPUTS = ("rgb", "contrast")  # what the CNN is given of a frame (DrivingNetConfig.frame_input)
 TASK = "carracing"
 
 
@@ -87,6 +89,11 @@ class DrivingNetConfig(ConfigDict):
     drive_average: int = 0  # > 0: when it drives, the policy sees each frame through this many random convolutions (the
     # identity mixed with Xavier weights, fixed for an episode by its seed) and averages the readouts, Lee et al. 2020's Monte
     # Carlo approximation over random networks (agents.driving.views); training never uses it
+    frame_input: str = field(default="rgb", metadata={"choices": FRAME_INPUTS})  # what the CNN sees of a frame
+    # (FRAME_INPUTS): "rgb", the frame itself; "contrast", each pixel's colour distance from the frame's median colour
+    # (its dominant colour), the same in the three channels, so that a region shows by how far its colour is from the
+    # rest of the frame, not by which colour it is nor whether it is lighter or darker (a road lighter than its grass
+    # looks as one darker does); the frame's own statistics, nothing known of which pixels are road
     target_speeds: tuple[float, float] = (20.0, 75.0)  # wheel_speed "target": the least and most the expert's target speed
     # can be (u/s; the discrete track expert's min_speed and max_speed, agents.experts.track.TrackExpertConfig)
 
@@ -103,6 +110,7 @@ class DrivingNetConfig(ConfigDict):
         need(not self.rate_window or self.action_space == "discrete", "rate_window is for discrete actions")
         need(not self.wheel_target or self.action_space == "discrete", "wheel_target is for discrete actions")
         need(not (self.wheel_target and self.rate_window), "choose one of wheel_target and rate_window")
+        need(self.frame_input in FRAME_INPUTS, f"frame_input must be one of {', '.join(FRAME_INPUTS)} (got {self.frame_input!r})")
         need(self.drive_average >= 0, f"drive_average must be >= 0 (got {self.drive_average})")
         need(self.excess_scale > 0, f"excess_scale must be > 0 (got {self.excess_scale})")
         need(self.wheel_speed in WHEEL_SPEEDS, f"wheel_speed must be one of {', '.join(WHEEL_SPEEDS)} (got {self.wheel_speed!r})")
@@ -182,7 +190,16 @@ class DrivingNet(nn.Module):
     def encode(self, frames: Tensor) -> Tensor:
         """(N, H, W, 3) uint8 -> (N, F) features."""
         x = frames.permute(0, 3, 1, 2).float().div_(255.0)  # (N, 3, H, W)
-        return self.cnn(x)
+        return self.cnn(self.see(x))
+
+    def see(self, x: Tensor) -> Tensor:
+        """(N, 3, H, W) frames on 0..1 -> what the CNN is given of them (DrivingNetConfig.frame_input), same shape."""
+        if self.config.frame_input == "rgb":
+            return x
+        median = x.flatten(2).median(dim=2).values[..., None, None]  # (N, 3, 1, 1): each frame's dominant colour
+        # the colour distance on 0..1 (sqrt(3) the largest); eps keeps the gradient finite where a pixel is the median
+        distance = ((x - median).square().sum(1, keepdim=True) + 1e-8).sqrt() / math.sqrt(3.0)
+        return distance.expand(-1, 3, -1, -1)
 
     def head_time(self, timestamps: Tensor | None) -> Tensor | None:
         """Seconds -> the head's time unit, or None for heads that take no time (or use_time off)."""

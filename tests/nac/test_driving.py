@@ -103,6 +103,7 @@ def test_a_checkpoint_that_does_not_match_its_config_is_refused(tmp_path):
         ({"window": 0}, "window must be >= 1"),
         ({"nac": {"topk": 0}}, "topk must be >= 1"),
         ({"num_heads": 5}, "divisible"),
+        ({"frame_input": "hsv"}, "frame_input must be one of rgb, contrast"),
     ],
 )
 def test_bad_network_configs_say_what_is_allowed(options, message):
@@ -129,3 +130,26 @@ def test_dropout_drops_a_fifth_scales_the_rest_and_follows_torchs_seed():
     d(xg).sum().backward()
     assert torch.allclose(xg.grad, kept.float() * (65536 / (65536 - 13107)))
     assert torch.equal(Dropout(0.0).train()(x), x)
+
+
+def _striped(road: tuple[int, int, int], grass: tuple[int, int, int]) -> torch.Tensor:
+    """(1, 96, 96, 3) uint8: a vertical road 20 pixels wide on grass."""
+    frame = torch.tensor(grass, dtype=torch.uint8).expand(1, 96, 96, 3).clone()
+    frame[:, :, 40:60] = torch.tensor(road, dtype=torch.uint8)
+    return frame
+
+
+def test_the_contrast_input_shows_a_road_lighter_or_darker_than_its_grass_alike():
+    net = DrivingNet(DrivingNetConfig(frame_input="contrast")).eval()
+    x = lambda frame: frame.permute(0, 3, 1, 2).float() / 255
+    dark = net.see(x(_striped((102, 102, 102), (102, 204, 102))))  # the clean scene's colours
+    light = net.see(x(_striped((102, 255, 102), (102, 153, 102))))  # the road 51 levels lighter, as far from its grass
+    assert dark.shape == (1, 3, 96, 96)
+    assert torch.allclose(dark, light, atol=1e-3)
+    assert dark[0, :, :, 45].min() > 0.22 and dark[0, :, :, 10].max() < 1e-3  # the road stands out, the grass is 0
+    swapped = net.see(x(_striped((102, 102, 102), (204, 102, 102))))  # the grass red instead of green
+    assert torch.allclose(dark, swapped, atol=1e-3)
+    frames = _striped((102, 102, 102), (102, 204, 102)).expand(2, 8, 96, 96, 3)
+    assert net(frames).shape == (2, 5)
+    rgb = DrivingNet(DrivingNetConfig())
+    assert rgb.see(x(_striped((1, 2, 3), (4, 5, 6)))).equal(x(_striped((1, 2, 3), (4, 5, 6))))
