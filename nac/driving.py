@@ -90,10 +90,12 @@ class DrivingNetConfig(ConfigDict):
     # identity mixed with Xavier weights, fixed for an episode by its seed) and averages the readouts, Lee et al. 2020's Monte
     # Carlo approximation over random networks (agents.driving.views); training never uses it
     frame_input: str = field(default="rgb", metadata={"choices": FRAME_INPUTS})  # what the CNN sees of a frame
-    # (FRAME_INPUTS): "rgb", the frame itself; "contrast", each pixel's colour distance from the frame's median colour
-    # (its dominant colour), the same in the three channels, so that a region shows by how far its colour is from the
-    # rest of the frame, not by which colour it is nor whether it is lighter or darker (a road lighter than its grass
-    # looks as one darker does); the frame's own statistics, nothing known of which pixels are road
+    # (FRAME_INPUTS): "rgb", the frame itself; "contrast", above the instrument strip each pixel's colour distance from
+    # the scene's median colour (its dominant colour), the same in the three channels, so that a region shows by how far
+    # its colour is from the rest of the scene, not by which colour it is nor whether it is lighter or darker (a road
+    # lighter than its grass looks as one darker does); the frame's own statistics, nothing known of which pixels are
+    # road. The strip stays as it is: its bars read by their colours (white speed on black)
+    strip_rows: int = 12  # the frame's bottom rows that hold the car's instruments (agents.carracing.render.STRIP_ROWS)
     target_speeds: tuple[float, float] = (20.0, 75.0)  # wheel_speed "target": the least and most the expert's target speed
     # can be (u/s; the discrete track expert's min_speed and max_speed, agents.experts.track.TrackExpertConfig)
 
@@ -110,6 +112,7 @@ class DrivingNetConfig(ConfigDict):
         need(not self.rate_window or self.action_space == "discrete", "rate_window is for discrete actions")
         need(not self.wheel_target or self.action_space == "discrete", "wheel_target is for discrete actions")
         need(not (self.wheel_target and self.rate_window), "choose one of wheel_target and rate_window")
+        need(0 <= self.strip_rows < self.frame_size, f"strip_rows must be in [0, frame_size) (got {self.strip_rows})")
         need(self.frame_input in FRAME_INPUTS, f"frame_input must be one of {', '.join(FRAME_INPUTS)} (got {self.frame_input!r})")
         need(self.drive_average >= 0, f"drive_average must be >= 0 (got {self.drive_average})")
         need(self.excess_scale > 0, f"excess_scale must be > 0 (got {self.excess_scale})")
@@ -196,10 +199,12 @@ class DrivingNet(nn.Module):
         """(N, 3, H, W) frames on 0..1 -> what the CNN is given of them (DrivingNetConfig.frame_input), same shape."""
         if self.config.frame_input == "rgb":
             return x
-        median = x.flatten(2).median(dim=2).values[..., None, None]  # (N, 3, 1, 1): each frame's dominant colour
+        rows = x.shape[2] - self.config.strip_rows
+        scene = x[:, :, :rows]
+        median = scene.flatten(2).median(dim=2).values[..., None, None]  # (N, 3, 1, 1): each scene's dominant colour
         # the colour distance on 0..1 (sqrt(3) the largest); eps keeps the gradient finite where a pixel is the median
-        distance = ((x - median).square().sum(1, keepdim=True) + 1e-8).sqrt() / math.sqrt(3.0)
-        return distance.expand(-1, 3, -1, -1)
+        distance = ((scene - median).square().sum(1, keepdim=True) + 1e-8).sqrt() / math.sqrt(3.0)
+        return torch.cat([distance.expand(-1, 3, -1, -1), x[:, :, rows:]], dim=2)
 
     def head_time(self, timestamps: Tensor | None) -> Tensor | None:
         """Seconds -> the head's time unit, or None for heads that take no time (or use_time off)."""

@@ -85,3 +85,10 @@ def test_the_strip_put_together_from_its_parts_is_the_strip_drawn_whole():
     assert any(a[1] >= b[0] for a, b in zip(spans, spans[1:]))
     strip = renderer.frame(env)[FRAME - STRIP_ROWS:]
     np.testing.assert_array_equal(strip, draw_strip([key for key, _, _ in strip_parts(env)]))
+
+
+def test_the_driving_network_knows_the_instrument_strips_rows():
+    """DrivingNetConfig.strip_rows (the rows its contrast input leaves as they are) is the renderer's strip."""
+    from nac.driving import DrivingNetConfig
+
+    assert DrivingNetConfig().strip_rows == STRIP_ROWS
