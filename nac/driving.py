@@ -25,7 +25,8 @@ ACTION_SPACES = ("discrete", "continuous")
 DISCRETE_ACTIONS = 5  # gymnasium CarRacing: noop, right, left, gas, brake
 CONTINUOUS_ACTIONS = 3  # steer in [-1, 1], gas and brake in [0, 1]
 WHEEL_SPEEDS = ("excess", "target")  # a wheel-angle network's second output (DrivingNetConfig.wheel_speed)
-FRAME_INPUTS = ("rgb", "contrast", "rgb+contrast", "contrast-scaled")  # what the CNN is given of a frame (DrivingNetConfig.frame_input)
+# what the CNN is given of a frame (DrivingNetConfig.frame_input)
+FRAME_INPUTS = ("rgb", "contrast", "contrast-scaled", "rgb+contrast", "rgb+contrast-scaled")
 TASK = "carracing"
 
 
@@ -95,9 +96,9 @@ class DrivingNetConfig(ConfigDict):
     # its colour is from the rest of the scene, not by which colour it is nor whether it is lighter or darker (a road
     # lighter than its grass looks as one darker does); the frame's own statistics, nothing known of which pixels are
     # road. The strip stays as it is: its bars read by their colours (white speed on black). "rgb+contrast": both, the
-    # contrast as a fourth channel (the first convolution then takes 4 channels). "contrast-scaled": the contrast over its
-    # mean across the scene, so that a scene drawn in fainter or stronger colours looks as the clean one does (a road
-    # twice as far from its grass in colour is not twice as bright)
+    # contrast as a fourth channel (the first convolution then takes 4 channels). "contrast-scaled" (alone or after
+    # "rgb+"): the contrast over its mean across the scene, so that a scene drawn in fainter or stronger colours looks as
+    # the clean one does (a road twice as far from its grass in colour is not twice as bright)
     strip_rows: int = 12  # the frame's bottom rows that hold the car's instruments (agents.carracing.render.STRIP_ROWS)
     target_speeds: tuple[float, float] = (20.0, 75.0)  # wheel_speed "target": the least and most the expert's target speed
     # can be (u/s; the discrete track expert's min_speed and max_speed, agents.experts.track.TrackExpertConfig)
@@ -182,7 +183,7 @@ class DrivingNet(nn.Module):
         self.config = config
         p = config.dropout
         self.cnn = nn.Sequential(
-            nn.Conv2d(4 if config.frame_input == "rgb+contrast" else 3, 10, 3, stride=2), nn.ReLU(), Dropout(p),
+            nn.Conv2d(4 if config.frame_input.startswith("rgb+") else 3, 10, 3, stride=2), nn.ReLU(), Dropout(p),
             nn.Conv2d(10, 20, 5, stride=2), nn.ReLU(), Dropout(p),
             nn.Conv2d(20, 30, 5, stride=2), nn.ReLU(), Dropout(p),
             nn.Flatten(),
@@ -200,7 +201,7 @@ class DrivingNet(nn.Module):
 
     def see(self, x: Tensor) -> Tensor:
         """(N, 3, H, W) frames on 0..1 -> what the CNN is given of them (DrivingNetConfig.frame_input): (N, 3, H, W),
-        or (N, 4, H, W) for rgb+contrast."""
+        or (N, 4, H, W) for the frame and its contrast."""
         if self.config.frame_input == "rgb":
             return x
         rows = x.shape[2] - self.config.strip_rows
@@ -208,9 +209,9 @@ class DrivingNet(nn.Module):
         median = scene.flatten(2).median(dim=2).values[..., None, None]  # (N, 3, 1, 1): each scene's dominant colour
         # the colour distance on 0..1 (sqrt(3) the largest); eps keeps the gradient finite where a pixel is the median
         distance = ((scene - median).square().sum(1, keepdim=True) + 1e-8).sqrt() / math.sqrt(3.0)
-        if self.config.frame_input == "contrast-scaled":  # at least 0.01: a scene of one colour stays near 0
+        if self.config.frame_input.endswith("-scaled"):  # at least 0.01: a scene of one colour stays near 0
             distance = distance / distance.mean(dim=(2, 3), keepdim=True).clamp_min(0.01)
-        if self.config.frame_input == "rgb+contrast":  # the strip's contrast channel is 0: it reads by its colours
+        if self.config.frame_input.startswith("rgb+"):  # the strip's contrast channel is 0: it reads by its colours
             return torch.cat([x, torch.cat([distance, torch.zeros_like(x[:, :1, rows:])], dim=2)], dim=1)
         return torch.cat([distance.expand(-1, 3, -1, -1), x[:, :, rows:]], dim=2)
 

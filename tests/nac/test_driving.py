@@ -103,7 +103,7 @@ def test_a_checkpoint_that_does_not_match_its_config_is_refused(tmp_path):
         ({"window": 0}, "window must be >= 1"),
         ({"nac": {"topk": 0}}, "topk must be >= 1"),
         ({"num_heads": 5}, "divisible"),
-        ({"frame_input": "hsv"}, "frame_input must be one of rgb, contrast, rgb\\+contrast, contrast-scaled"),
+        ({"frame_input": "hsv"}, "frame_input must be one of rgb, contrast, contrast-scaled, rgb\\+contrast, rgb\\+contrast-scaled"),
     ],
 )
 def test_bad_network_configs_say_what_is_allowed(options, message):
@@ -160,5 +160,8 @@ def test_the_contrast_input_shows_a_road_lighter_or_darker_than_its_grass_alike(
     scaled = DrivingNet(DrivingNetConfig(frame_input="contrast-scaled")).eval()
     faint = scaled.see(x(_striped((102, 153, 102), (102, 204, 102))))  # the road half as far from its grass
     assert torch.allclose(scaled.see(x(_striped((102, 102, 102), (102, 204, 102))))[..., :84, :], faint[..., :84, :], atol=5e-3)
+    both_scaled = DrivingNet(DrivingNetConfig(frame_input="rgb+contrast-scaled")).eval()
+    seen = both_scaled.see(x(_striped((102, 153, 102), (102, 204, 102))))
+    assert seen.shape == (1, 4, 96, 96) and torch.allclose(seen[:, 3:, :84], faint[:, :1, :84])
     rgb = DrivingNet(DrivingNetConfig())
     assert rgb.see(x(_striped((1, 2, 3), (4, 5, 6)))).equal(x(_striped((1, 2, 3), (4, 5, 6))))
