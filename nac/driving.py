@@ -99,6 +99,9 @@ class DrivingNetConfig(ConfigDict):
     # contrast as a fourth channel (the first convolution then takes 4 channels). "contrast-scaled" (alone or after
     # "rgb+"): the contrast over its mean across the scene, so that a scene drawn in fainter or stronger colours looks as
     # the clean one does (a road twice as far from its grass in colour is not twice as bright)
+    contrast_flip: float = 0.0  # training only, with contrast or rgb+contrast: the share of frames whose contrast is
+    # turned over (1 - c), drawn per frame from torch's generator as dropout is: the road, a light band in the contrast
+    # of a plain scene, is then seen as a dark one too, as a background busier than the road (noise, photographs) shows it
     strip_rows: int = 12  # the frame's bottom rows that hold the car's instruments (agents.carracing.render.STRIP_ROWS)
     target_speeds: tuple[float, float] = (20.0, 75.0)  # wheel_speed "target": the least and most the expert's target speed
     # can be (u/s; the discrete track expert's min_speed and max_speed, agents.experts.track.TrackExpertConfig)
@@ -117,6 +120,9 @@ class DrivingNetConfig(ConfigDict):
         need(not self.wheel_target or self.action_space == "discrete", "wheel_target is for discrete actions")
         need(not (self.wheel_target and self.rate_window), "choose one of wheel_target and rate_window")
         need(0 <= self.strip_rows < self.frame_size, f"strip_rows must be in [0, frame_size) (got {self.strip_rows})")
+        need(0.0 <= self.contrast_flip < 1.0, f"contrast_flip must be in [0, 1) (got {self.contrast_flip})")
+        need(not self.contrast_flip or self.frame_input in ("contrast", "rgb+contrast"),
+             f"contrast_flip turns the contrast over (1 - c): it needs frame_input contrast or rgb+contrast (got {self.frame_input!r})")
         need(self.frame_input in FRAME_INPUTS, f"frame_input must be one of {', '.join(FRAME_INPUTS)} (got {self.frame_input!r})")
         need(self.drive_average >= 0, f"drive_average must be >= 0 (got {self.drive_average})")
         need(self.excess_scale > 0, f"excess_scale must be > 0 (got {self.excess_scale})")
@@ -209,6 +215,9 @@ class DrivingNet(nn.Module):
         median = scene.flatten(2).median(dim=2).values[..., None, None]  # (N, 3, 1, 1): each scene's dominant colour
         # the colour distance on 0..1 (sqrt(3) the largest); eps keeps the gradient finite where a pixel is the median
         distance = ((scene - median).square().sum(1, keepdim=True) + 1e-8).sqrt() / math.sqrt(3.0)
+        if self.training and self.config.contrast_flip:
+            flip = torch.rand(len(x), 1, 1, 1, device=x.device) < self.config.contrast_flip
+            distance = torch.where(flip, 1.0 - distance, distance)
         if self.config.frame_input.endswith("-scaled"):  # at least 0.01: a scene of one colour stays near 0
             distance = distance / distance.mean(dim=(2, 3), keepdim=True).clamp_min(0.01)
         if self.config.frame_input.startswith("rgb+"):  # the strip's contrast channel is 0: it reads by its colours

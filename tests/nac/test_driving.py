@@ -103,6 +103,8 @@ def test_a_checkpoint_that_does_not_match_its_config_is_refused(tmp_path):
         ({"window": 0}, "window must be >= 1"),
         ({"nac": {"topk": 0}}, "topk must be >= 1"),
         ({"num_heads": 5}, "divisible"),
+        ({"contrast_flip": 0.5}, "contrast_flip turns the contrast over"),
+        ({"frame_input": "contrast", "contrast_flip": 1.0}, "contrast_flip must be in"),
         ({"frame_input": "hsv"}, "frame_input must be one of rgb, contrast, contrast-scaled, rgb\\+contrast, rgb\\+contrast-scaled"),
     ],
 )
@@ -165,3 +167,19 @@ def test_the_contrast_input_shows_a_road_lighter_or_darker_than_its_grass_alike(
     assert seen.shape == (1, 4, 96, 96) and torch.allclose(seen[:, 3:, :84], faint[:, :1, :84])
     rgb = DrivingNet(DrivingNetConfig())
     assert rgb.see(x(_striped((1, 2, 3), (4, 5, 6)))).equal(x(_striped((1, 2, 3), (4, 5, 6))))
+
+
+def test_contrast_flip_turns_over_that_share_of_frames_in_training_only():
+    net = DrivingNet(DrivingNetConfig(frame_input="rgb+contrast", contrast_flip=0.5))
+    frames = (torch.tensor([102, 204, 102]) / 255).expand(400, 96, 96, 3).clone()
+    frames[:, :, 40:60] = 0.4  # the road
+    x = frames.permute(0, 3, 1, 2)
+    plain = net.eval().see(x)[:, 3]
+    torch.manual_seed(0)
+    seen = net.train().see(x)[:, 3]
+    flipped = (seen[:, :84] - (1 - plain[:, :84])).abs().amax(dim=(1, 2)) < 1e-6
+    kept = (seen - plain).abs().amax(dim=(1, 2)) < 1e-6
+    assert (flipped ^ kept).all() and 160 < int(flipped.sum()) < 240  # each frame one or the other, about half flipped
+    assert not seen[:, 84:].any()  # the strip's contrast channel stays 0
+    torch.manual_seed(0)
+    assert net.see(x)[:, 3].equal(seen)  # torch's seed decides, as for dropout
