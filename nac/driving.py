@@ -202,7 +202,11 @@ class DrivingNet(nn.Module):
     # closed loop can keep past features in a ring buffer.
     def encode(self, frames: Tensor) -> Tensor:
         """(N, H, W, 3) uint8 -> (N, F) features."""
-        x = frames.permute(0, 3, 1, 2).float().div_(255.0)  # (N, 3, H, W)
+        return self.pixel_features(frames.permute(0, 3, 1, 2).float().div_(255.0))
+
+    def pixel_features(self, x: Tensor) -> Tensor:
+        """(N, 3, H, W) frames on 0..1 -> (N, F) features: what encode does after the conversion, for callers that take
+        gradients with respect to the pixels (agents.figures.saliency)."""
         return self.cnn(self.see(x))
 
     def see(self, x: Tensor) -> Tensor:

@@ -28,7 +28,7 @@ def saliency(policy: DrivingPolicy, frame: np.ndarray, action: Any) -> np.ndarra
     steering = policy.continuous or net.config.wheel_target  # the first output steers; else one logit per action
 
     def forward(img: torch.Tensor) -> torch.Tensor:
-        window = torch.cat([feats[:, :-1].expand(img.shape[0], -1, -1), net.cnn(net.see(img))[:, None]], 1)
+        window = torch.cat([feats[:, :-1].expand(img.shape[0], -1, -1), net.pixel_features(img)[:, None]], 1)
         raw = net.decide(window, times.expand(img.shape[0], -1))
         if steering:
             return raw[:, :1] * torch.sign(raw[:, :1].detach())
