@@ -1,9 +1,11 @@
-"""rc (the frame and its contrast) against randmix (the frame alone), the same recipe otherwise (full-randmix), run by
-run, per scene, on the validation tracks 10100..10109: each run's mean, each group's mean with its 95 % interval over
-runs and tracks, and P(rc > randmix) over runs with its interval (agents.studies). randmix's runs are augment-runs'.
-Run from the repository root: python docs/studies/augment-contrast/compare.py"""
+"""Two variants of the same recipe (full-randmix), run by run, per scene, on the validation tracks 10100..10109: each
+run's mean, each group's mean with its 95 % interval over runs and tracks, and P(X > Y) over runs with its interval
+(agents.studies). The variants are read from this study's study files and augment-runs' (randmix).
+Run from the repository root: python docs/studies/augment-contrast/compare.py [X Y]  (default: rc randmix)"""
 import collections
 import json
+import pathlib
+import sys
 
 import numpy as np
 
@@ -11,12 +13,14 @@ from agents.studies.aggregates import probability_of_improvement
 from agents.studies.stats import interval, mean
 
 SCENES = ["none", "color", "color3", "bar", "blob", "noise", "photos", "domain-randomize"]
-GROUPS = {"rc": "docs/studies/augment-contrast/study.json", "randmix": "docs/studies/augment-runs/study.json"}
-returns = collections.defaultdict(dict)  # (group, scene) -> {seed: {track: return}}
-for group, path in GROUPS.items():
+FILES = ["docs/studies/augment-contrast/study.json", "docs/studies/augment-contrast/study-flip.json",
+         "docs/studies/augment-runs/study.json"]
+x_name, y_name = sys.argv[1:3] if len(sys.argv) == 3 else ("rc", "randmix")
+returns = collections.defaultdict(dict)  # (variant, scene) -> {seed: {track: return}}
+for path in filter(lambda p: pathlib.Path(p).exists(), FILES):  # study-flip.json once rcf has run
     for e in json.load(open(path))["episodes"]:
-        if e["variant"] == group and e["head"] == "nac":
-            returns[(group, e["level"])].setdefault(e["seed"], {})[e["episode_seed"]] = e["return"]
+        if e["variant"] in (x_name, y_name) and e["head"] == "nac":
+            returns[(e["variant"], e["level"])].setdefault(e["seed"], {})[e["episode_seed"]] = e["return"]
 
 
 def matrix(group: str, scene: str) -> np.ndarray:
@@ -25,10 +29,10 @@ def matrix(group: str, scene: str) -> np.ndarray:
     return np.array([[runs[s][t] for t in tracks] for s in sorted(runs) if len(runs[s]) == len(tracks)])
 
 
-print("| scene | rc runs | randmix runs | rc mean [95 %] | randmix mean [95 %] | P(rc > randmix) [95 %] |")
+print(f"| scene | {x_name} runs | {y_name} runs | {x_name} mean [95 %] | {y_name} mean [95 %] | P({x_name} > {y_name}) [95 %] |")
 print("|---|---|---|---|---|---|")
 for scene in SCENES:
-    x, y = matrix("rc", scene), matrix("randmix", scene)
+    x, y = matrix(x_name, scene), matrix(y_name, scene)
     fmt = lambda m: ", ".join(f"{v:.0f}" for v in m.mean(1))  # noqa: E731
     ci = lambda m: interval(mean, m, bounds=(-100, 1000))  # noqa: E731
     span = lambda m: f"{m.mean():.0f}" + (" [{:.0f}, {:.0f}]".format(*ci(m)) if ci(m) else "")  # noqa: E731
