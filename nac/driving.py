@@ -27,6 +27,11 @@ CONTINUOUS_ACTIONS = 3  # steer in [-1, 1], gas and brake in [0, 1]
 WHEEL_SPEEDS = ("excess", "target")  # a wheel-angle network's second output (DrivingNetConfig.wheel_speed)
 # what the CNN is given of a frame (DrivingNetConfig.frame_input)
 FRAME_INPUTS = ("rgb", "contrast", "contrast-scaled", "rgb+contrast", "rgb+contrast-scaled")
+CONTRAST_FROM = ("scene", "ahead")  # the colour the contrast is measured from (DrivingNetConfig.contrast_from)
+# CarRacing draws its view around the car: in every frame the car sits at rows 67..76, columns 46..49 (of 96). "ahead"
+# measures the contrast from the median colour of the 8 x 8 pixels just in front of its nose (rows 57..64, columns
+# 44..51), what the car is about to drive on; as fractions of the frame's side, for other frame sizes
+AHEAD_ROWS, AHEAD_COLS = (57 / 96, 65 / 96), (44 / 96, 52 / 96)
 TASK = "carracing"
 
 
@@ -102,6 +107,11 @@ class DrivingNetConfig(ConfigDict):
     contrast_flip: float = 0.0  # training only, with contrast or rgb+contrast: the share of frames whose contrast is
     # turned over (1 - c), drawn per frame from torch's generator as dropout is: the road, a light band in the contrast
     # of a plain scene, is then seen as a dark one too, as a background busier than the road (noise, photographs) shows it
+    contrast_from: str = field(default="scene", metadata={"choices": CONTRAST_FROM})  # with a contrast input, the colour
+    # it is measured from (CONTRAST_FROM): "scene", the scene's median colour (its dominant colour, the grass in a plain
+    # scene, so that the road is the light band); "ahead", the median colour just in front of the car (AHEAD_ROWS,
+    # AHEAD_COLS: the car's fixed place in the frame), what it drives on, so that the road is the dark band in any scene
+    # where the car is on it, whatever the background: plain, noisy, photographed or recoloured
     strip_rows: int = 12  # the frame's bottom rows that hold the car's instruments (agents.carracing.render.STRIP_ROWS)
     target_speeds: tuple[float, float] = (20.0, 75.0)  # wheel_speed "target": the least and most the expert's target speed
     # can be (u/s; the discrete track expert's min_speed and max_speed, agents.experts.track.TrackExpertConfig)
@@ -124,6 +134,9 @@ class DrivingNetConfig(ConfigDict):
         need(not self.contrast_flip or self.frame_input in ("contrast", "rgb+contrast"),
              f"contrast_flip turns the contrast over (1 - c): it needs frame_input contrast or rgb+contrast (got {self.frame_input!r})")
         need(self.frame_input in FRAME_INPUTS, f"frame_input must be one of {', '.join(FRAME_INPUTS)} (got {self.frame_input!r})")
+        need(self.contrast_from in CONTRAST_FROM, f"contrast_from must be one of {', '.join(CONTRAST_FROM)} (got {self.contrast_from!r})")
+        need(self.contrast_from == "scene" or self.frame_input != "rgb",
+             f"contrast_from is the colour a contrast input is measured from: it needs a frame_input with contrast (got {self.frame_input!r})")
         need(self.drive_average >= 0, f"drive_average must be >= 0 (got {self.drive_average})")
         need(self.excess_scale > 0, f"excess_scale must be > 0 (got {self.excess_scale})")
         need(self.wheel_speed in WHEEL_SPEEDS, f"wheel_speed must be one of {', '.join(WHEEL_SPEEDS)} (got {self.wheel_speed!r})")
@@ -216,7 +229,12 @@ class DrivingNet(nn.Module):
             return x
         rows = x.shape[2] - self.config.strip_rows
         scene = x[:, :, :rows]
-        median = scene.flatten(2).median(dim=2).values[..., None, None]  # (N, 3, 1, 1): each scene's dominant colour
+        if self.config.contrast_from == "ahead":  # (N, 3, 1, 1): the colour in front of the car
+            size = x.shape[2]
+            (r0, r1), (c0, c1) = ((round(a * size), round(b * size)) for a, b in (AHEAD_ROWS, AHEAD_COLS))
+            median = x[:, :, r0:r1, c0:c1].flatten(2).median(dim=2).values[..., None, None]
+        else:  # (N, 3, 1, 1): each scene's dominant colour
+            median = scene.flatten(2).median(dim=2).values[..., None, None]
         # the colour distance on 0..1 (sqrt(3) the largest); eps keeps the gradient finite where a pixel is the median
         distance = ((scene - median).square().sum(1, keepdim=True) + 1e-8).sqrt() / math.sqrt(3.0)
         if self.training and self.config.contrast_flip:

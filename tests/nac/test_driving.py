@@ -105,6 +105,8 @@ def test_a_checkpoint_that_does_not_match_its_config_is_refused(tmp_path):
         ({"num_heads": 5}, "divisible"),
         ({"contrast_flip": 0.5}, "contrast_flip turns the contrast over"),
         ({"frame_input": "contrast", "contrast_flip": 1.0}, "contrast_flip must be in"),
+        ({"contrast_from": "ahead"}, "contrast_from is the colour a contrast input is measured from"),
+        ({"frame_input": "contrast", "contrast_from": "car"}, "contrast_from must be one of scene, ahead"),
         ({"frame_input": "hsv"}, "frame_input must be one of rgb, contrast, contrast-scaled, rgb\\+contrast, rgb\\+contrast-scaled"),
     ],
 )
@@ -167,6 +169,25 @@ def test_the_contrast_input_shows_a_road_lighter_or_darker_than_its_grass_alike(
     assert seen.shape == (1, 4, 96, 96) and torch.allclose(seen[:, 3:, :84], faint[:, :1, :84])
     rgb = DrivingNet(DrivingNetConfig())
     assert rgb.see(x(_striped((1, 2, 3), (4, 5, 6)))).equal(x(_striped((1, 2, 3), (4, 5, 6))))
+
+
+def test_the_contrast_from_ahead_shows_the_road_dark_whatever_its_background():
+    net = DrivingNet(DrivingNetConfig(frame_input="rgb+contrast", contrast_from="ahead")).eval()
+    x = lambda frame: frame.permute(0, 3, 1, 2).float() / 255
+    plain = net.see(x(_striped((102, 102, 102), (102, 204, 102))))[0, 3]  # the car in front of columns 44..51: on the road
+    assert plain[:84, 40:60].max() < 1e-3 and plain[:84, :40].min() > 0.2  # the road 0, the grass far from it
+    assert not plain[84:].any()  # the strip's contrast channel stays 0
+    noisy = _striped((102, 102, 102), (0, 0, 0))
+    noisy[:, :, :40] = torch.randint(0, 256, (1, 96, 40, 3), generator=torch.Generator().manual_seed(0))
+    seen = net.see(x(noisy))[0, 3]
+    assert seen[:84, 40:60].max() < 1e-3 and seen[:84, :40].mean() > 0.2  # noise instead of grass: the road still 0
+    scene = DrivingNet(DrivingNetConfig(frame_input="rgb+contrast")).eval().see(x(noisy))[0, 3]
+    assert scene[:84, 40:60].min() > 0.05  # measured from the scene's median instead, the road is not
+    elsewhere = _striped((102, 102, 102), (102, 204, 102))
+    elsewhere[:, :, 40:60] = torch.tensor((102, 204, 102), dtype=torch.uint8)  # the car on the grass: the grass is 0 now
+    elsewhere[:, :, 10:30] = torch.tensor((102, 102, 102), dtype=torch.uint8)
+    seen = net.see(x(elsewhere))[0, 3]
+    assert seen[:84, 40:60].max() < 1e-3 and seen[:84, 10:30].min() > 0.2
 
 
 def test_contrast_flip_turns_over_that_share_of_frames_in_training_only():
