@@ -1,10 +1,10 @@
 """Two variants of the same recipe (full-randmix), run by run, per scene, on the validation tracks 10100..10109: each
 run's mean, each group's mean with its 95 % interval over runs and tracks, and P(X > Y) over runs with its interval
-(agents.studies). The variants are read from this study's study files and augment-runs' (randmix).
+(agents.studies). The variants are read from this study's study files (study*.json) and augment-runs' (randmix).
 Run from the repository root: python docs/studies/augment-contrast/compare.py [X Y]  (default: rc randmix)"""
 import collections
+import glob
 import json
-import pathlib
 import sys
 
 import numpy as np
@@ -13,11 +13,11 @@ from agents.studies.aggregates import probability_of_improvement
 from agents.studies.stats import interval, mean
 
 SCENES = ["none", "color", "color3", "bar", "blob", "noise", "photos", "domain-randomize"]
-FILES = ["docs/studies/augment-contrast/study.json", "docs/studies/augment-contrast/study-flip.json",
-         "docs/studies/augment-runs/study.json"]
+FILES = sorted(glob.glob("docs/studies/augment-contrast/study*.json")) + ["docs/studies/augment-runs/study.json"]  # this
+# study's screens and rounds, each in a study file of its own, and randmix's runs
 x_name, y_name = sys.argv[1:3] if len(sys.argv) == 3 else ("rc", "randmix")
 returns = collections.defaultdict(dict)  # (variant, scene) -> {seed: {track: return}}
-for path in filter(lambda p: pathlib.Path(p).exists(), FILES):  # study-flip.json once rcf has run
+for path in FILES:
     for e in json.load(open(path))["episodes"]:
         if e["variant"] in (x_name, y_name) and e["head"] == "nac":
             returns[(e["variant"], e["level"])].setdefault(e["seed"], {})[e["episode_seed"]] = e["return"]
