@@ -32,6 +32,11 @@ CONTRAST_FROM = ("scene", "ahead")  # the colour the contrast is measured from (
 # measures the contrast from the median colour of the 8 x 8 pixels just in front of its nose (rows 57..64, columns
 # 44..51), what the car is about to drive on; as fractions of the frame's side, for other frame sizes
 AHEAD_ROWS, AHEAD_COLS = (57 / 96, 65 / 96), (44 / 96, 52 / 96)
+
+
+def ahead_patch(size: int) -> tuple[slice, slice]:
+    """The rows and columns of the patch just in front of the car (AHEAD_ROWS, AHEAD_COLS) in a size x size frame."""
+    return tuple(slice(round(a * size), round(b * size)) for a, b in (AHEAD_ROWS, AHEAD_COLS))  # type: ignore[return-value]
 TASK = "carracing"
 
 
@@ -229,12 +234,9 @@ class DrivingNet(nn.Module):
             return x
         rows = x.shape[2] - self.config.strip_rows
         scene = x[:, :, :rows]
-        if self.config.contrast_from == "ahead":  # (N, 3, 1, 1): the colour in front of the car
-            size = x.shape[2]
-            (r0, r1), (c0, c1) = ((round(a * size), round(b * size)) for a, b in (AHEAD_ROWS, AHEAD_COLS))
-            median = x[:, :, r0:r1, c0:c1].flatten(2).median(dim=2).values[..., None, None]
-        else:  # (N, 3, 1, 1): each scene's dominant colour
-            median = scene.flatten(2).median(dim=2).values[..., None, None]
+        # the region whose median colour the contrast is measured from: the patch in front of the car, or the scene
+        region = x[(slice(None), slice(None), *ahead_patch(x.shape[2]))] if self.config.contrast_from == "ahead" else scene
+        median = region.flatten(2).median(dim=2).values[..., None, None]  # (N, 3, 1, 1)
         # the colour distance on 0..1 (sqrt(3) the largest); eps keeps the gradient finite where a pixel is the median
         distance = ((scene - median).square().sum(1, keepdim=True) + 1e-8).sqrt() / math.sqrt(3.0)
         if self.training and self.config.contrast_flip:

@@ -97,9 +97,9 @@ def test_the_driving_network_knows_the_instrument_strips_rows():
 @pytest.mark.parametrize("turn", [0.0, 1.0])
 def test_the_car_sits_where_the_contrast_from_ahead_expects_it(turn):
     """DrivingNetConfig.contrast_from="ahead" reads the colour in front of the car at a fixed place in the frame
-    (nac.driving.AHEAD_ROWS, AHEAD_COLS): the car is drawn at rows 67..76, columns 46..49, however its wheels turn, and the
+    (nac.driving.ahead_patch): the car is drawn at rows 67..76, columns 46..49, however its wheels turn, and the
     patch lies just ahead of it; on a straight start it is the road's grey."""
-    from nac.driving import AHEAD_COLS, AHEAD_ROWS
+    from nac.driving import ahead_patch
 
     env = make_env(continuous=True)
     env.reset(seed=10100)
@@ -109,8 +109,9 @@ def test_the_car_sits_where_the_contrast_from_ahead_expects_it(turn):
     rows, cols = np.nonzero(hull[60:FRAME - STRIP_ROWS, 40:56])
     rows, cols = rows + 60, cols + 40
     assert rows.min() == 67 and 75 <= rows.max() <= 76 and cols.min() == 46 and cols.max() == 49  # the wheels turn a row
-    (r0, r1), (c0, c1) = ((round(a * FRAME), round(b * FRAME)) for a, b in (AHEAD_ROWS, AHEAD_COLS))
-    assert (r0, r1, c0, c1) == (57, 65, 44, 52) and r1 < rows.min() and c0 < cols.min() and c1 > cols.max()
+    ahead_rows, ahead_cols = ahead_patch(FRAME)
+    assert (ahead_rows, ahead_cols) == (slice(57, 65), slice(44, 52))
+    assert ahead_rows.stop < rows.min() and ahead_cols.start < cols.min() and ahead_cols.stop > cols.max()
     if not turn:
-        patch = frame[r0:r1, c0:c1].reshape(-1, 3)
+        patch = frame[ahead_rows, ahead_cols].reshape(-1, 3)
         assert (np.median(patch, axis=0) == np.median(patch, axis=0)[0]).all()  # grey: the road
