@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
+from filelock import FileLock, Timeout
 
 from agents.carracing import perturb, scenarios
 from agents.training.collect import CollectConfig, DemosRecipe, collect
@@ -184,6 +185,27 @@ def run_study(cfg: StudyConfig, quiet: bool = False, kind: StudyKind | None = No
         kind = CARRACING
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    with folder_lock(out):
+        return _run_study(cfg, quiet, kind)
+
+
+@contextlib.contextmanager
+def folder_lock(out: Path) -> Iterator[None]:
+    """The study folder held by this process alone: two studies on one folder would train the same run twice at once and
+    overwrite each other's study.json. The operating system lets go of the lock when the process ends, however it ends."""
+    lock = FileLock(out / "study.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ConfigError(f"another study is running in {out} (it holds {out / 'study.lock'}): wait for it to end or stop it, "
+                          "then run the command again to continue") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _run_study(cfg: StudyConfig, quiet: bool, kind: StudyKind) -> dict[str, Any]:
     study = StudyFile(cfg)
     study.save()
 

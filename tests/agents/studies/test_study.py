@@ -50,6 +50,16 @@ def test_each_demonstration_noise_and_scene_records_its_own_set(tmp_path):
         parse_variant("x:noise=2")
 
 
+def test_a_folder_a_study_is_running_in_is_refused(tmp_path):
+    from filelock import FileLock
+    out = tmp_path / "s"
+    out.mkdir()
+    with FileLock(out / "study.lock"):  # as another study holds it (the lock is the operating system's: per open file, so within a process too)
+        with pytest.raises(ConfigError, match=f"another study is running in {out} .*: wait for it to end or stop it"):
+            run_study(tiny(out), quiet=True)
+    assert not (out / "study.json").exists()  # refused before anything was written
+
+
 # ---------------------------------------------------------------------- the grid, end to end
 @pytest.fixture(scope="module")
 def process_study(tmp_path_factory):
