@@ -8,7 +8,10 @@ named presets every job starts from. A newcomer reads this module to learn what 
   (docs/studies/quickstart-10min/, docs/studies/discrete-heads/).
 - `full-randmix`: the full recipe with random convolution mixed with the identity on half the chunks (`augment=randmix`)
   and, like the quick start, up to two extra DAgger rounds for a run whose check falls short: the recipe chosen against
-  unseen scenes (docs/studies/augment-runs/), which the final comparison of heads trains by.
+  unseen scenes before the contrast input (docs/studies/augment-runs/).
+- `full-contrast`: `full-randmix` with the frame's colour contrast as a fourth channel, measured from the patch just
+  ahead of the car and scaled to the scene (`net.frame_input=rgb+contrast-scaled`, `net.contrast_from=ahead`): the
+  recipe chosen against unseen scenes (docs/studies/augment-contrast/), which the final comparison of heads trains by.
 - `quickstart-discrete`: the quick start with 5 discrete actions: the network learns the front-wheel angle the
   planning expert aims at and its target speed (docs/studies/discrete-heads/).
 
@@ -143,10 +146,14 @@ WHEEL_TARGET = {"net": {"wheel_target": True, "wheel_speed": "target"}, "balance
 
 EXTRA_ROUNDS = {"dagger_until": 880.0, "dagger_max_rounds": 4}  # up to two extra DAgger rounds for a run whose last check
 # falls short of 880 (the quick start's, and full-randmix's)
+RANDMIX = {"augment": "randmix", **EXTRA_ROUNDS}  # the full recipe's steps under randmix (full-randmix)
+AHEAD_CONTRAST = {"net": {"frame_input": "rgb+contrast-scaled", "contrast_from": "ahead"}}  # the frame and its colour
+# contrast from the patch ahead of the car, scaled to the scene (full-contrast)
 
 PRESETS: dict[str, Preset] = {
     "full": Preset(demos=50, recipe={}),
-    "full-randmix": Preset(demos=50, recipe={"augment": "randmix", **EXTRA_ROUNDS}),
+    "full-randmix": Preset(demos=50, recipe=RANDMIX),
+    "full-contrast": Preset(demos=50, recipe={**RANDMIX, **AHEAD_CONTRAST}),
     "quickstart": Preset(demos=50, recipe={"epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3, **EXTRA_ROUNDS}),
     "quickstart-discrete": Preset(demos=30, recipe={"epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": 0.5, "dagger_until": 880.0,
                                                     "dagger_max_rounds": 3, "dagger_average": 3, **WHEEL_TARGET}),

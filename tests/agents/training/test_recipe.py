@@ -80,7 +80,10 @@ def test_a_preset_is_overrides_and_keeps_its_extra_rounds():
     assert d.bc.net == {"wheel_target": True, "wheel_speed": "target", "excess_scale": 10.0} and d.bc.balance == "weights"  # nets merge
     r = preset_recipe("full-randmix")  # the full recipe's steps, randmix and the extra rounds (docs/studies/augment-runs/)
     assert (r.bc.epochs, r.bc.lr, r.bc.augment, r.dagger.until, r.dagger.max_rounds) == (Recipe().bc.epochs, Recipe().bc.lr, "randmix", 880.0, 4)
-    with pytest.raises(ConfigError, match="unknown recipe preset 'fast'; choose from full, full-randmix, quickstart, quickstart-discrete"):
+    c = preset_recipe("full-contrast")  # full-randmix with the ahead contrast as a fourth channel (docs/studies/augment-contrast/)
+    assert c.changed(net={}) == r and c.bc.net == {"frame_input": "rgb+contrast-scaled", "contrast_from": "ahead"}
+    assert preset_recipe("full-contrast", {"net": {"dropout": 0.1}}).bc.net["contrast_from"] == "ahead"  # a net override merges
+    with pytest.raises(ConfigError, match="unknown recipe preset 'fast'; choose from full, full-randmix, full-contrast, quickstart, quickstart-discrete"):
         check_preset("fast")
     with pytest.raises(ConfigError, match="unknown recipe fields \\['epoch'\\]"):
         preset_recipe("quickstart", {"epoch": 2})
