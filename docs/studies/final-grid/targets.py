@@ -1,0 +1,67 @@
+"""Issue 73's targets, run by run, from a study file of test-track episodes: each run's mean per scene and its fewest
+laps in a block of 10 tracks, then per head whether every run meets the targets:
+- clean: every run >= 900 and the mean over runs >= 915;
+- every other scene: every run >= 850 (within 8 % of the expert);
+- with --discrete: every run >= 880 clean with >= 8 laps of 10 in every block of 10 tracks.
+Run from the repository root: python docs/studies/final-grid/targets.py [STUDY_JSON] [--discrete]
+(default: docs/studies/final-grid/study.json)"""
+import collections
+import json
+import sys
+
+SCENES = ["none", "color", "color3", "bar", "blob", "noise", "photos", "domain-randomize"]
+BLOCK = 10  # tracks per block for the laps target
+
+args = [a for a in sys.argv[1:] if a != "--discrete"]
+discrete = "--discrete" in sys.argv
+study = json.load(open(args[0] if args else "docs/studies/final-grid/study.json"))
+episodes = collections.defaultdict(dict)  # (run, scene) -> {track: episode}
+for e in study["episodes"]:
+    episodes[(e["run"], e["level"])][e["episode_seed"]] = e
+runs = sorted({run for run, _ in episodes}, key=lambda r: (r == "expert", r.split("/")[1] if "/" in r else r, r))
+scenes = [s for s in SCENES if any((run, s) in episodes for run in runs)]
+
+
+def mean(run: str, scene: str) -> float | None:
+    eps = episodes.get((run, scene))
+    return sum(e["return"] for e in eps.values()) / len(eps) if eps else None
+
+
+def fewest_laps(run: str, scene: str) -> int | None:
+    """The fewest finished laps in a block of BLOCK consecutive tracks (only whole blocks count)."""
+    eps = episodes.get((run, scene), {})
+    tracks = sorted(eps)
+    blocks = [tracks[k:k + BLOCK] for k in range(0, len(tracks) - BLOCK + 1, BLOCK)]
+    return min(sum(eps[t]["lap_finished"] for t in b) for b in blocks) if blocks else None
+
+
+def cell(run: str, scene: str) -> str:
+    m = mean(run, scene)
+    if m is None:
+        return "-"
+    floor = (880 if discrete else 900) if scene == "none" else 850
+    laps = fewest_laps(run, scene)
+    mark = "" if m >= floor and not (discrete and scene == "none" and (laps or 0) < 8) else " **x**"
+    return f"{m:.0f} ({laps}){mark}" if laps is not None else f"{m:.0f}{mark}"
+
+
+print(f"Each run's mean over its tracks (the fewest laps in a block of {BLOCK}); **x**: below the target.\n")
+print("| run | " + " | ".join("clean" if s == "none" else s for s in scenes) + " |")
+print("|---" * (len(scenes) + 1) + "|")
+for run in runs:
+    print(f"| {run} | " + " | ".join(cell(run, s) for s in scenes) + " |")
+
+print("\n| head | runs | clean: every run / mean over runs | scenes where every run holds |")
+print("|---|---:|---|---|")
+heads = collections.defaultdict(list)
+for run in runs:
+    if run != "expert":
+        heads[run.split("/")[1]].append(run)
+for head, its in heads.items():
+    clean = [m for m in (mean(r, "none") for r in its) if m is not None]
+    floor = 880 if discrete else 900
+    every = all(m >= floor for m in clean) and not (discrete and any((fewest_laps(r, "none") or 0) < 8 for r in its))
+    over = sum(clean) / len(clean) if clean else float("nan")
+    held = [s for s in scenes if s != "none" and all((mean(r, s) or 0) >= 850 for r in its)]
+    print(f"| {head} | {len(its)} | {'yes' if every else 'no'} / {over:.1f}{'' if discrete else (' (>= 915)' if over >= 915 else ' (< 915)')} | "
+          f"{', '.join(held) or 'none'} |")
