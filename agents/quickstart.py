@@ -19,7 +19,7 @@ from agents.training.trainers import train
 from agents.training.loop import CloningRecipe, TrainConfig
 from agents.training.collect import CollectConfig, collect
 from agents.carracing.env import EPISODE_STEPS
-from agents.carracing.seeds import CHECK_SEED, VALIDATION_SEED, track_range
+from agents.carracing.seeds import CHECK_SEED, SELECT_SEED, VALIDATION_SEED, track_range
 from agents.training.dagger import dagger
 from agents.training.dagger_config import DaggerConfig
 from agents.training.rounds import check_worst, rollout_returns, selected_weights
@@ -85,8 +85,10 @@ class QuickstartConfig:
         r = self.trained_by
         first, last = 1000 * self.seed, 1000 * self.seed + self.episodes - 1
         checks = r.dagger.check if r.dagger.until or r.dagger.select == "check" else 0
+        selection = r.dagger.select_episodes if r.dagger.select == "drive" else 0
         for what, start, count, advice in (("the held-out seeds", self.eval_seed_start, self.eval_episodes, f"a seed below {self.eval_seed_start // 1000}"),
-                                           ("the DAgger check's seeds", CHECK_SEED, checks, "another seed")):
+                                           ("the DAgger check's seeds", CHECK_SEED, checks, "another seed"),
+                                           ("the DAgger selection's seeds", SELECT_SEED, selection, "another seed")):
             need(last < start or first >= start + count, f"seed {self.seed} would record demonstrations on seeds {first}..{last}, which include "
                                                          f"{what} {start}..{start + count - 1}; choose {advice}")
 
@@ -149,7 +151,9 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
     judge = f"clean rollouts average below {r.dagger.until:g}" + (
         f" or its trained weights, driving {_count(r.dagger.check, 'check episode')}, do or lose a track" if r.dagger.check else "")
     extra = f" (up to {r.dagger.max_rounds} while a round's {judge})" if r.dagger.until else ""
-    chosen = f"; then the round whose weights drive {_count(r.dagger.check, 'check episode')} best is kept" if r.dagger.select == "check" else ""
+    chosen = {"check": f"; then the round whose weights drive {_count(r.dagger.check, 'check episode')} best is kept",
+              "drive": f"; after extra rounds, of round {r.dagger.rounds} and the extra ones the round whose weights drive "
+                       f"{_count(r.dagger.select_episodes, 'selection track')} best is kept"}.get(r.dagger.select, "")
     _stage(f"3/5 {r.dagger.rounds} DAgger rounds{extra}: {r.dagger.episodes} policy rollouts labelled by the expert, "
            f"{_count(r.dagger.epochs, 'epoch')} of training each{chosen}")
     dagger(cfg.dagger_config(str(run)))

@@ -7,7 +7,7 @@ run's own seeds).
   by default, and every study that chose a setting;
 - TEST_SEED..: the tracks driven only for results that are reported, once, at the end, after every
   decision was taken on the validation tracks (`--seed-start TEST_SEED`);
-- SELECT_SEED..: closed-loop checkpoint selection (train --select-episodes);
+- SELECT_SEED..: closed-loop checkpoint selection (train --select-episodes; dagger --select drive);
 - CHECK_SEED..: DAgger's check of a round's trained weights (dagger --check);
 - DAGGER_SEED..: DAgger's rollouts (a study's training seed s from DAGGER_SEED + 1000 s).
 """

@@ -45,7 +45,7 @@ from nac.checkpoint import write_json
 from nac.config import ConfigError
 from agents.training.mixing import BatchMixedDriver, MixedDriver
 from agents.training.rounds import (average_rounds, check_weights, clean_mean_return, copy_weights, drives_perturbed, keep_round_weights,
-                                    more_rounds, rollout_batches, rollout_perturbation, round_seeds, round_weights, select_by_check,
+                                    more_rounds, rollout_batches, rollout_perturbation, round_seeds, round_weights, select_round,
                                     wants_check)
 from agents.training.dagger_config import DaggerConfig, recipe_beta
 
@@ -178,9 +178,10 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
             state["rounds"][r - 1]["perturbed_mean_return"] = float(np.mean(perturbed))
         write_json(state_path, state)
         saved = json.loads(config_path.read_text())
-    if cfg.select == "check":
-        select_by_check(cfg, run, state, r)
+    if cfg.select != "last":
+        select_round(cfg, run, state, r)
     elif state.pop("selected", None) is not None:
+        state.pop("selected_by", None)
         write_json(state_path, state)
     if cfg.average > 1 and r >= 3:
         state["average"] = list(range(max(2, r - cfg.average + 1), r + 1))

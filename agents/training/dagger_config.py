@@ -14,7 +14,7 @@ from nac.config import ConfigDict, ConfigError, need
 
 
 FIRST_SEED = DAGGER_SEED  # DAgger rollouts use seeds from here on (agents.carracing.seeds)
-SELECTS = ("last", "check")  # DaggerConfig.select
+SELECTS = ("last", "check", "drive")  # DaggerConfig.select
 
 
 @dataclass
@@ -44,7 +44,12 @@ class DaggerRecipe(ConfigDict):
     select: str = field(default="last", metadata={"choices": SELECTS})  # the weights the run leaves: last, the last round's own
     # (or their mean, with average); check, the round's own (behaviour cloning's, round 0, included) that drove the `check`
     # episodes best, each round's weights checked once after the last round (a later round wins a tie): DAgger's last round
-    # can train weights that drive worse than the round before (docs/studies/generalization, "The runs that lost clean laps")
+    # can train weights that drive worse than the round before (docs/studies/generalization, "The runs that lost clean laps");
+    # drive, with until: after extra rounds, the weights of the recipe's last planned round or of an extra round, whichever
+    # drove `select_episodes` selection tracks (SELECT_SEED..) best (a later round wins a tie), so that an extra round is kept
+    # only where it drives better; a run that needed no extra round keeps its last round's, nothing driven. Extra rounds
+    # called by one lost check track can leave a run worse than its planned last round (docs/studies/dagger-extra-rounds/)
+    select_episodes: int = 50  # with select drive: the selection tracks each candidate round's weights drive
     minutes: float | None = None  # also stop a round's training after this many minutes
     bend: float = 0.0  # > 0: the rollouts drive only tracks with a bend of at least this many degrees within 12 segments
     # (agents.carracing.measures.sharpest_bend; 150: hairpins, about one track in six), the next `episodes` of them from seed_start
@@ -76,6 +81,9 @@ class DaggerRecipe(ConfigDict):
         need(self.select in SELECTS, f"select must be one of {', '.join(SELECTS)} (got {self.select!r})")
         need(self.select != "check" or (self.check >= 1 and self.average == 1),
              f"select check needs check >= 1 episodes and average 1 (got check {self.check}, average {self.average})")
+        need(self.select != "drive" or (self.until > 0 and self.average == 1 and self.select_episodes >= 1),
+             f"select drive chooses among the extra rounds: it needs until > 0, average 1 and select episodes >= 1 "
+             f"(got until {self.until}, average {self.average}, select episodes {self.select_episodes})")
         need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
         need(self.off_road_steps >= 0, f"off-road steps must be >= 0 (got {self.off_road_steps})")
         need(self.takeover >= 0, f"takeover must be >= 0 u/s (got {self.takeover}; 0 turns the gate off)")

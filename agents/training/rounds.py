@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from agents.carracing.seeds import CHECK_SEED
+from agents.carracing.seeds import CHECK_SEED, SELECT_SEED
 from agents.carracing.measures import seeds_with_bend
 from agents.evaluation.evaluate import EvaluateConfig, evaluate
 from agents.carracing import perturb as perturbations
@@ -97,39 +97,61 @@ def average_rounds(run: Path, rounds: list[int]) -> None:
     tmp.replace(run / "best.safetensors")
 
 
-def select_by_check(cfg: DaggerConfig, run: Path, state: dict[str, Any], last: int) -> None:
-    """best.safetensors := the kept weights of the round 0..last that drove cfg.check episodes best (their mean return; a
-    later round wins a tie). A round checked already (by `until`, or an earlier call) is not driven again; each check is
-    stored as it finishes (round 0's as bc_check), so a stop loses at most one."""
-    state_path = run / "dagger.json"
-    checks = {}
-    for k in range(last + 1):
-        holder = state["rounds"][k - 1] if k else state
-        name = "check" if k else "bc_check"
-        if not checked(cfg, holder.get(name, {})):
-            copy_weights(round_weights(run, k), run / "best.safetensors")  # a check drives the run's best weights
-            holder[name] = check_weights(cfg, run)
-            write_json(state_path, state)
-        checks[k] = holder[name]["mean_return"]
-    state["selected"] = max(checks, key=lambda k: (checks[k], k))
+def select_round(cfg: DaggerConfig, run: Path, state: dict[str, Any], last: int) -> None:
+    """best.safetensors := the kept weights of the candidate round that drove best (their mean return; a later round wins a
+    tie), by cfg.select: check, rounds 0..last on cfg.check check tracks (round 0's stored as bc_check, each round's as its
+    check); drive, the recipe's last planned round and the extra ones on cfg.select_episodes selection tracks (stored as each
+    round's selection; without extra rounds nothing is driven and the last round's weights stay). A round driven already
+    (by `until`'s check, or an earlier call) is not driven again; each drive is stored as it finishes, so a stop loses at
+    most one."""
+    if cfg.select == "check":
+        first, name, episodes, seed_start = 0, "check", cfg.check, CHECK_SEED
+    else:
+        first, name, episodes, seed_start = cfg.rounds, "selection", cfg.select_episodes, SELECT_SEED
+    if last <= first:  # one candidate: it stays, undriven
+        if state.pop("selected", None) is not None:
+            state.pop("selected_by", None)
+            write_json(run / "dagger.json", state)
+        return
+    scores = {}
+    for k in range(first, last + 1):
+        holder, key = (state["rounds"][k - 1], name) if k else (state, "bc_check")
+        if checked(cfg, holder.get(key, {})) if name == "check" else len(holder.get(key, {}).get("seeds", [])) == episodes:
+            scores[k] = holder[key]["mean_return"]
+            continue
+        copy_weights(round_weights(run, k), run / "best.safetensors")  # the drive takes the run's best weights
+        holder[key] = drive_weights(cfg, run, episodes, seed_start)
+        write_json(run / "dagger.json", state)
+        scores[k] = holder[key]["mean_return"]
+    state["selected"], state["selected_by"] = max(scores, key=lambda k: (scores[k], k)), name
     copy_weights(round_weights(run, state["selected"]), run / "best.safetensors")
-    write_json(state_path, state)
+    write_json(run / "dagger.json", state)
 
 
 def check_weights(cfg: DaggerConfig, run: Path) -> dict[str, Any]:
-    """The run's best weights driving cfg.check episodes alone (seeds CHECK_SEED..): the evaluation's own episodes, without the
+    """The run's best weights driving cfg.check episodes alone (seeds CHECK_SEED..)."""
+    return drive_weights(cfg, run, cfg.check, CHECK_SEED)
+
+
+def drive_weights(cfg: DaggerConfig, run: Path, episodes: int, seed_start: int) -> dict[str, Any]:
+    """The run's best weights driving `episodes` episodes alone from seed_start on: the evaluation's own episodes, without the
     expert's reference rows."""
-    row = evaluate(EvaluateConfig(runs=[str(run)], episodes=cfg.check, seed_start=CHECK_SEED, workers=cfg.workers, ray=cfg.ray,
+    row = evaluate(EvaluateConfig(runs=[str(run)], episodes=episodes, seed_start=seed_start, workers=cfg.workers, ray=cfg.ray,
                                   expert=False, max_steps=cfg.max_steps))[0]
     return {"seeds": row["seeds"], "returns": row["returns"], "tiles": row["tiles"], "skipped": row["skipped"], "mean_return": row["mean_return"],
             "finished_share": row["finished_share"]}
 
 
 def selected_weights(state: dict[str, Any]) -> str:
-    """Which round's weights select_by_check kept, beside every round's check (for a job's summary)."""
-    checks = [("behaviour cloning", state["bc_check"])] + [(f"round {r['round']}", r["check"]) for r in state["rounds"]]
-    return (f"{checks[state['selected']][0]}'s own, which drove the check seeds best ("
-            + ", ".join(f"{name} {c['mean_return']:.1f}" for name, c in checks) + ")")
+    """Which round's weights select_round kept, beside what each candidate drove (for a job's summary)."""
+    if state.get("selected_by", "check") == "check":  # runs from before selected_by was stored were all selected so
+        drives = [("behaviour cloning", state["bc_check"])] + [(f"round {r['round']}", r["check"]) for r in state["rounds"]]
+        where = "the check seeds"
+    else:
+        drives = [(f"round {r['round']}", r["selection"]) for r in state["rounds"] if "selection" in r]
+        where = f"{len(drives[0][1]['returns'])} selection tracks"
+    chosen = "behaviour cloning" if state["selected"] == 0 else f"round {state['selected']}"
+    return f"{chosen}'s own, which drove {where} best (" + ", ".join(f"{name} {c['mean_return']:.1f}" for name, c in drives) + ")"
 
 
 def check_worst(check: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from agents.training.trainers import train
 from agents.training.loop import TrainConfig
 from agents.carracing.state import STATE_FIELDS
-from agents.carracing.seeds import CHECK_SEED
+from agents.carracing.seeds import CHECK_SEED, SELECT_SEED
 from agents.training.dagger import dagger
 from agents.training.dagger_config import DaggerConfig
 from agents.training.rounds import (LOST_TILES, rollout_returns, selected_weights)
@@ -167,15 +167,15 @@ def test_with_select_check_the_run_leaves_the_rounds_weights_that_drove_the_chec
     same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)  # noqa: E731
     means, driven = {0: 5.0, 1: 9.0, 2: 7.0}, []
 
-    def check(cfg, run_path):  # each round's weights as the check would find them: round 1's drive best
+    def drive(cfg, run_path, episodes, seed_start):  # each round's weights as the check would find them: round 1's drive best
+        assert (episodes, seed_start) == (cfg.check, CHECK_SEED)
         k = next(k for k in means if (run / "rounds" / f"r{k}.safetensors").is_file() and same(best(), kept(k)))
         driven.append(k)
         return {"seeds": [CHECK_SEED], "returns": [means[k]], "tiles": [1.0], "mean_return": means[k], "finished_share": 1.0}
 
     from agents.training import rounds
 
-    for module in (dagger_module, rounds):  # the loop checks each round's weights, the selection behaviour cloning's
-        monkeypatch.setattr(module, "check_weights", check)
+    monkeypatch.setattr(rounds, "drive_weights", drive)  # the loop's checks and the selection's drives
     cfg = DaggerConfig(run=str(run), rounds=2, episodes=1, epochs=1, workers=1, max_steps=30, perturb="none", select="check", check=1)
     state = dagger(cfg, quiet=True)
     assert sorted(driven) == [0, 1, 2] and state["selected"] == 1 and same(best(), kept(1)) and not same(kept(1), kept(2))
@@ -197,8 +197,53 @@ def test_with_select_check_the_run_leaves_the_rounds_weights_that_drove_the_chec
                                        "(behaviour cloning 5.0, round 1 9.0, round 2 7.0, round 3 9.0)")
     with pytest.raises(ConfigError, match="select check needs check >= 1 episodes and average 1"):
         DaggerConfig(run="x", select="check", check=0)
-    with pytest.raises(ConfigError, match="select must be one of last, check"):
+    with pytest.raises(ConfigError, match="select must be one of last, check, drive"):
         DaggerConfig(run="x", select="best")
+
+
+def test_with_select_drive_an_extra_round_is_kept_only_where_it_drives_the_selection_tracks_better(tiny_demos, tmp_path, monkeypatch):
+    """select drive: a run without extra rounds keeps its last round's weights and drives nothing; after extra rounds, the
+    recipe's last planned round and the extra ones drive the selection tracks (SELECT_SEED..) and the best is left, even
+    where it is the planned round (an extra round made the run worse)."""
+    run = tmp_path / "run"
+    train(TrainConfig(data=[tiny_demos], out=str(run), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
+    kept = lambda r: load_file(str(run / "rounds" / f"r{r}.safetensors"))  # noqa: E731
+    best = lambda: load_file(str(run / "best.safetensors"))  # noqa: E731
+    same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)  # noqa: E731
+    selection, checks, driven = {1: 910.0, 2: 870.0, 3: 905.0}, {1: 700.0, 2: 700.0, 3: 700.0}, []
+
+    def drive(cfg, run_path, episodes, seed_start):  # the checks all fall short (another round), the selection prefers round 1
+        k = next(k for k in (1, 2, 3) if (run / "rounds" / f"r{k}.safetensors").is_file() and same(best(), kept(k)))
+        driven.append((k, seed_start))
+        mean = selection[k] if seed_start == SELECT_SEED else checks[k]
+        return {"seeds": list(range(seed_start, seed_start + episodes)), "returns": [mean] * episodes, "tiles": [1.0] * episodes,
+                "skipped": [0] * episodes, "mean_return": mean, "finished_share": 1.0}
+
+    from agents.training import rounds
+
+    monkeypatch.setattr(rounds, "drive_weights", drive)
+    monkeypatch.setattr(rounds, "rollouts_short", lambda *a: False)  # 30-step rollouts: only the checks decide
+    base = dict(run=str(run), episodes=1, epochs=1, workers=1, max_steps=30, perturb="none", check=1, select="drive", select_episodes=3)
+    state = dagger(DaggerConfig(**base, rounds=1, until=880.0, max_rounds=1 + 2), quiet=True)
+    assert [r["round"] for r in state["rounds"]] == [1, 2, 3] and [r.get("extra", False) for r in state["rounds"]] == [False, True, True]
+    # the checks after rounds 1 and 2 called the extra rounds; then rounds 1..3 drove three selection tracks each
+    assert driven == [(1, CHECK_SEED), (2, CHECK_SEED), (1, SELECT_SEED), (2, SELECT_SEED), (3, SELECT_SEED)]
+    assert state["selected"] == 1 and same(best(), kept(1)) and not same(kept(1), kept(3))
+    assert [r["selection"]["seeds"] for r in state["rounds"]] == [[SELECT_SEED, SELECT_SEED + 1, SELECT_SEED + 2]] * 3
+    assert selected_weights(state) == "round 1's own, which drove 3 selection tracks best (round 1 910.0, round 2 870.0, round 3 905.0)"
+    driven.clear()
+    assert dagger(DaggerConfig(**base, rounds=1, until=880.0, max_rounds=3), quiet=True)["selected"] == 1 and driven == []  # nothing twice
+    # a run whose checks pass needs no extra round: its last round's weights stay, no selection track driven
+    other = tmp_path / "other"
+    train(TrainConfig(data=[tiny_demos], out=str(other), head="gru", window=4, epochs=1, batch_size=16, chunk=4), quiet=True)
+    checks.update({1: 920.0})
+    run = other
+    state = dagger(DaggerConfig(**{**base, "run": str(other)}, rounds=1, until=880.0, max_rounds=3), quiet=True)
+    assert len(state["rounds"]) == 1 and "selected" not in state and driven == [(1, CHECK_SEED)] and same(best(), kept(1))
+    with pytest.raises(ConfigError, match="select drive chooses among the extra rounds: it needs until > 0"):
+        DaggerConfig(run="x", select="drive")
+    with pytest.raises(ConfigError, match="select episodes >= 1"):
+        DaggerConfig(run="x", select="drive", until=880.0, max_rounds=4, select_episodes=0)
 
 
 def test_with_check_0_an_extra_round_follows_the_rollouts(tiny_demos, tmp_path):

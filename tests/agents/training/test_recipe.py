@@ -15,7 +15,7 @@ from nac.config import ConfigError
 
 # a value other than the default for each recipe field, valid for a continuous NAC run
 CHANGED = {"epochs": 3, "minutes": 5.0, "dagger_rounds": 3, "dagger_until": 800.0, "dagger_check": 4, "dagger_max_rounds": 5, "dagger_skips": True,
-           "dagger_episodes": 6, "dagger_bend": 150.0, "dagger_epochs": 1, "dagger_minutes": 2.0, "dagger_average": 2, "dagger_select": "check", "dagger_beta": 0.2, "dagger_off_road_steps": 50,
+           "dagger_episodes": 6, "dagger_bend": 150.0, "dagger_epochs": 1, "dagger_minutes": 2.0, "dagger_average": 2, "dagger_select": "check", "dagger_select_episodes": 20, "dagger_beta": 0.2, "dagger_off_road_steps": 50,
            "dagger_takeover": 3.0, "dagger_perturb": "jitter=2", "window": 6, "stride_jitter": 2, "regular_share": 0.25, "arrival_windows": True,
            "shift": 2, "augment": "jitter", "select_episodes": 2, "lr": 3e-4, "ema": 0.99, "batch_size": 16, "loss": "l1", "balance": "none",
            "turn_weight": 0.0, "val_fraction": 0.1, "noise": 0.1, "scene": "domain-randomize", "consistency": 0.5,

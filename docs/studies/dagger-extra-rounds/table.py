@@ -1,0 +1,51 @@
+"""The table of docs/studies/dagger-extra-rounds/README.md from the two evaluations stored beside it: each kept round's
+weights on the 50 validation tracks and the 50 selection tracks, the tracks each lost, and which round each rule keeps.
+
+    python docs/studies/dagger-extra-rounds/table.py
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+LOST = 0.95  # agents.training.rounds.LOST_TILES: fewer of its track's tiles than this, the track is lost
+
+
+def rows(name: str) -> dict[tuple[str, int], dict]:
+    """{(run, round): evaluate's row} from an `nacdrive evaluate --json` file of folders named HEAD-seedS-rR."""
+    out = {}
+    for row in json.loads((HERE / name).read_text()):
+        m = re.fullmatch(r"(.+)-(seed\d+)-r(\d+)", Path(row["run"].rstrip("/")).name)
+        out[(f"{m[1]}/{m[2]}", int(m[3]))] = row
+    return out
+
+
+def lost(row: dict) -> str:
+    tracks = [f"{s} ({r:.0f})" for s, r, t in zip(row["seeds"], row["returns"], row["tiles"]) if t < LOST]
+    return ", ".join(tracks) or "none"
+
+
+def main() -> int:
+    val, sel = rows("val-10100.json"), rows("select-20000.json")
+    print("| run | round | validation 10100..10149 | lost there | selection 20000..20049 | lost there |")
+    print("|---|---:|---:|---|---:|---|")
+    for run, k in sorted(val):
+        v, s = val[(run, k)], sel[(run, k)]
+        print(f"| {run} | {k} | {v['mean_return']:.1f} | {lost(v)} | {s['mean_return']:.1f} | {lost(s)} |")
+    print()
+    print("| run | last round (the recipe) | round 2 (no extra rounds) | select drive (best on selection, later wins a tie) |")
+    print("|---|---|---|---|")
+    for run in sorted({r for r, _ in val}):
+        ks = sorted(k for r, k in val if r == run)
+        pick = max(ks, key=lambda k: (sel[(run, k)]["mean_return"], k))
+        cell = lambda k: f"r{k}: {val[(run, k)]['mean_return']:.1f}"  # noqa: E731
+        print(f"| {run} | {cell(ks[-1])} | {cell(ks[0])} | {cell(pick)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
