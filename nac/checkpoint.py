@@ -45,6 +45,8 @@ def save_checkpoint(directory: str | Path, config: dict[str, Any], state: dict[s
 def load_checkpoint(directory: str | Path, map_location: str = "cpu", name: str = "model") -> tuple[dict[str, Any], dict[str, Tensor]]:
     """(config, weights) of a checkpoint folder; a missing file or broken JSON is a clear error."""
     d = Path(directory)
+    if d.is_file():  # a file among the folders a glob gave (agents/pretrained/* takes its README.md too)
+        raise FileNotFoundError(f"{d} is a file, not a checkpoint folder (one holds config.json and {name}.safetensors)")
     cfg_path, w_path = d / "config.json", d / f"{name}.safetensors"
     for p in (cfg_path, w_path):
         if not p.is_file():

@@ -39,6 +39,9 @@ def test_mismatches_and_missing_files_are_one_sentence(tmp_path):
         load_state_strict(nn.Linear(3, 4), {"weight": net.weight.detach()}, "RUN")
     with pytest.raises(FileNotFoundError, match="a checkpoint folder holds config.json and model.safetensors"):
         load_checkpoint(tmp_path)
+    (tmp_path / "README.md").write_text("a file")
+    with pytest.raises(FileNotFoundError, match=r"README.md is a file, not a checkpoint folder \(one holds config.json and model.safetensors\)"):
+        load_checkpoint(tmp_path / "README.md")
     save_checkpoint(tmp_path / "r", {}, net.state_dict())
     (tmp_path / "r" / "config.json").write_text("{broken")
     with pytest.raises(ConfigError, match="is not valid JSON"):
