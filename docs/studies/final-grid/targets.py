@@ -3,7 +3,9 @@ laps in a block of 10 tracks, then per head whether every run meets the targets:
 - clean: every run >= 900 and the mean over runs >= 915;
 - every other scene: every run >= 850 (within 8 % of the expert);
 - with --discrete: every run >= 880 clean with >= 8 laps of 10 in every block of 10 tracks.
-Run from the repository root: python docs/studies/final-grid/targets.py [STUDY_JSON] [--discrete]
+With --hairpins, then per scene the tracks the runs lost (fewer than 95 % of their tiles) and how many of them are
+hairpins, a sharpest bend of 150 degrees or more (agents.carracing.measures.sharpest_bend; it needs the project installed).
+Run from the repository root: python docs/studies/final-grid/targets.py [STUDY_JSON] [--discrete] [--hairpins]
 (default: docs/studies/final-grid/study.json)"""
 import collections
 import json
@@ -12,7 +14,7 @@ import sys
 SCENES = ["none", "color", "color3", "bar", "blob", "noise", "photos", "domain-randomize"]
 BLOCK = 10  # tracks per block for the laps target
 
-args = [a for a in sys.argv[1:] if a != "--discrete"]
+args = [a for a in sys.argv[1:] if a not in ("--discrete", "--hairpins")]
 discrete = "--discrete" in sys.argv
 study = json.load(open(args[0] if args else "docs/studies/final-grid/study.json"))
 episodes = collections.defaultdict(dict)  # (run, scene) -> {track: episode}
@@ -74,3 +76,24 @@ for head, its in heads.items():
     held = [s for s in scenes if s != "none" and all(holds(r, s) for r in its)]
     print(f"| {head} | {len(its)} | {'yes' if every else 'no'} / {over:.1f}{'' if discrete else (' (>= 915)' if over >= 915 else ' (< 915)')} | "
           f"{', '.join(held) or 'none'} |")
+
+if "--hairpins" in sys.argv:
+    from agents.carracing.env import make_env
+    from agents.carracing.measures import sharpest_bend
+
+    env = make_env(pixels=False)
+    tracks = sorted({t for (run, _), eps in episodes.items() if run != "expert" for t in eps})
+    bends = {}
+    for t in tracks:
+        env.reset(seed=t)
+        bends[t] = sharpest_bend(env)
+    hairpin = {t for t in tracks if bends[t] >= 150}
+    print(f"\n{len(hairpin)} of the {len(tracks)} tracks are hairpins (150 degrees or more; domain-randomize draws its own tracks, "
+          f"so its bends are not these).\n")
+    print("| scene | episodes lost | of them on hairpins | runs that lost them |")
+    print("|---|---:|---:|---|")
+    for s in scenes:
+        lost = [(run, t) for run in runs if run != "expert" for t, e in episodes.get((run, s), {}).items() if e.get("tiles", 1.0) < 0.95]
+        on = sum(t in hairpin for _, t in lost)
+        who = collections.Counter(run for run, _ in lost)
+        print(f"| {'clean' if s == 'none' else s} | {len(lost)} | {on} | {', '.join(f'{r} {n}' for r, n in who.most_common())} |")
