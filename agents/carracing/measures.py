@@ -80,6 +80,19 @@ def sharpest_bend(env: gym.Env) -> float:
     return float(np.degrees(np.abs(window).max()))
 
 
+def track_bends(seeds: list[int]) -> dict[int, float]:
+    """{seed: its track's sharpest bend (degrees)}, for reports that ask which tracks are hairpins."""
+    env = make_env(pixels=False)
+    try:
+        bends = {}
+        for seed in seeds:
+            env.reset(seed=seed)
+            bends[seed] = sharpest_bend(env)
+        return bends
+    finally:
+        env.close()
+
+
 def seeds_with_bend(start: int, count: int, degrees: float, skip: int = 0, scan: int = 10_000) -> list[int]:
     """The seeds from `start` on whose track bends at least `degrees` (sharpest_bend), the first `skip` of them passed
     over, `count` of them; among at most `scan` seeds."""

@@ -11,8 +11,10 @@ import re
 import sys
 from pathlib import Path
 
+from agents.carracing.measures import track_bends
+from agents.training.rounds import LOST_TILES as LOST  # fewer of its track's tiles than this: the track is lost
+
 HERE = Path(__file__).parent
-LOST = 0.95  # agents.training.rounds.LOST_TILES: fewer of its track's tiles than this, the track is lost
 
 
 def rows(name: str) -> dict[tuple[str, int], dict]:
@@ -44,19 +46,10 @@ def main() -> int:
         pick = max(ks, key=lambda k: (sel[(run, k)]["mean_return"], k))
         cell = lambda k: f"r{k}: {val[(run, k)]['mean_return']:.1f}"  # noqa: E731
         print(f"| {run} | {cell(ks[-1])} | {cell(ks[0])} | {cell(pick)} |")
-    # the lost tracks' sharpest bends (agents.carracing.measures), against every track of the two ranges
-    from agents.carracing.env import make_env
-    from agents.carracing.measures import sharpest_bend
-
-    env = make_env(pixels=False)
-
-    def bend(seed: int) -> float:
-        env.reset(seed=seed)
-        return sharpest_bend(env)
-
+    # the lost tracks' sharpest bends, against every track of the two ranges
     every = sorted({s for r in [*val.values(), *sel.values()] for s in r["seeds"]})
     lost_seeds = sorted({s for r in [*val.values(), *sel.values()] for s, t in zip(r["seeds"], r["tiles"]) if t < LOST})
-    bends = {s: bend(s) for s in every}
+    bends = track_bends(every)
     print()
     print("lost tracks, sharpest bend (degrees):", ", ".join(f"{s} {bends[s]:.0f}" for s in lost_seeds))
     print(f"of all {len(every)} tracks, {sum(b >= 150 for b in bends.values())} bend 150 degrees or more, "

@@ -78,22 +78,18 @@ for head, its in heads.items():
           f"{', '.join(held) or 'none'} |")
 
 if "--hairpins" in sys.argv:
-    from agents.carracing.env import make_env
-    from agents.carracing.measures import sharpest_bend
+    from agents.carracing.measures import track_bends
+    from agents.training.rounds import LOST_TILES
 
-    env = make_env(pixels=False)
     tracks = sorted({t for (run, _), eps in episodes.items() if run != "expert" for t in eps})
-    bends = {}
-    for t in tracks:
-        env.reset(seed=t)
-        bends[t] = sharpest_bend(env)
+    bends = track_bends(tracks)
     hairpin = {t for t in tracks if bends[t] >= 150}
     print(f"\n{len(hairpin)} of the {len(tracks)} tracks are hairpins (150 degrees or more; domain-randomize draws its own tracks, "
           f"so its bends are not these).\n")
     print("| scene | episodes lost | of them on hairpins | runs that lost them |")
     print("|---|---:|---:|---|")
     for s in scenes:
-        lost = [(run, t) for run in runs if run != "expert" for t, e in episodes.get((run, s), {}).items() if e.get("tiles", 1.0) < 0.95]
+        lost = [(run, t) for run in runs if run != "expert" for t, e in episodes.get((run, s), {}).items() if e.get("tiles", 1.0) < LOST_TILES]
         on = sum(t in hairpin for _, t in lost)
         who = collections.Counter(run for run, _ in lost)
         print(f"| {'clean' if s == 'none' else s} | {len(lost)} | {on} | {', '.join(f'{r} {n}' for r, n in who.most_common())} |")
