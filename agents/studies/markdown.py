@@ -112,6 +112,8 @@ def markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str]) 
         lines += ["Recipes as trained:", ""] + [f"- {v}: " + ", ".join(f"{k}={'default' if val is None else val}" for k, val in Recipe.flatten(r).items() if shown(k, val))
                                                 for v, r in study["recipes"].items()] + [""]
     lines += scenario_table(result)
+    lines += run_means_table(result)
+    lines += improvement_table(result)
     key = offline_key(cfg)
     offline_name = "validation MSE" if key == "val_loss" else "offline accuracy"
     for level, entry in result["levels"].items():
@@ -195,4 +197,45 @@ def scenario_table(result: dict[str, Any]) -> list[str]:
         lines.append(f"| {g} | " + " | ".join(cells) + " |")
     for agent, scores in scenarios.PUBLISHED.items():
         lines.append(f"| {agent} (published) | " + " | ".join(f"{scores[k][0]} ± {scores[k][1]}" if k in scores else "-" for _, k in cols) + " |")
+    return lines + [""]
+
+
+def run_means_table(result: dict[str, Any]) -> list[str]:
+    """Groups x scenarios, the lowest run mean and the mean of run means: a pooled IQM hides a weak run, this
+    table shows it ([] for a study without scenarios)."""
+    cols = scenario_columns(list(result["levels"]))
+    if len(cols) < 2:
+        return []
+    groups = sorted({g for lv, _ in cols for g in result["levels"][lv]["aggregates"] if g != EXPERT})
+    lines = ["Run by run: the lowest run mean / the mean of run means (runs) in each scenario.", "",
+             "| group | " + " | ".join(name for _, name in cols) + " |", "|---|" + "---|" * len(cols)]
+    for g in groups:
+        cells = []
+        for lv, _ in cols:
+            a = result["levels"][lv]["aggregates"].get(g)
+            cells.append("-" if a is None else f"{min(a['run_means']):.0f} / {np.mean(a['run_means']):.0f} ({a['runs']})")
+        lines.append(f"| {g} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def improvement_table(result: dict[str, Any]) -> list[str]:
+    """Comparisons x scenarios, P(X > Y) over runs with its 95 % interval; **bold** where the interval leaves out
+    0.5 (the comparison separates), the rest do not ([] for a study without scenarios or comparisons)."""
+    cols = scenario_columns(list(result["levels"]))
+    names = list(dict.fromkeys(n for lv, _ in cols for n in result["levels"][lv]["improvement"]))
+    if len(cols) < 2 or not names:
+        return []
+
+    def cell(p: dict[str, Any] | None) -> str:
+        if p is None:
+            return "-"
+        if not p["ci"]:
+            return f"{p['p']:.2f} (no interval)"
+        text = f"{p['p']:.2f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]"
+        return f"**{text}**" if p["ci"][0] > 0.5 or p["ci"][1] < 0.5 else text
+
+    lines = ["P(X > Y) over runs [95 % CI] in each scenario; **bold**: the interval leaves out 0.5, the runs separate the two; "
+             "the rest do not.", "",
+             "| comparison | " + " | ".join(name for _, name in cols) + " |", "|---|" + "---|" * len(cols)]
+    lines += [f"| {n} | " + " | ".join(cell(result["levels"][lv]["improvement"].get(n)) for lv, _ in cols) + " |" for n in names]
     return lines + [""]

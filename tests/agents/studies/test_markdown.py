@@ -40,3 +40,34 @@ def test_the_report_states_levels_and_improvement_from_a_hand_made_study(tmp_pat
     assert [p["mean"] for p in nac_runs] == pytest.approx([900, 900], abs=5) and all(p["laps"] == 1.0 for p in nac_runs)
     assert "| nac > lstm | 2, 2 | 1.00 [" in text
     assert (tmp_path / "report" / "levels.png").stat().st_size > 1000 and (tmp_path / "report" / "profiles.png").is_file()
+
+
+def test_the_scene_summary_shows_each_weak_run_and_which_comparisons_separate(tmp_path):
+    """Five runs a head in two scenes: in color every NAC run beats every LSTM run (a separation, in bold), clean they
+    are level; the run-by-run table shows LSTM's one weak clean run that the pooled IQM hides."""
+    rng = np.random.default_rng(1)
+    episodes = []
+    for head in ("nac", "lstm"):
+        for seed in range(5):
+            for level in ("none", "color"):
+                base = 920.0 if level == "none" or head == "nac" else 600.0
+                if head == "lstm" and seed == 3 and level == "none":
+                    base = 700.0  # the weak run
+                for s in range(100, 110):
+                    episodes.append({"run": f"base/{head}/seed{seed}", "variant": "base", "head": head, "seed": seed, "level": level,
+                                     "episode_seed": s, "return": base + rng.normal(0, 3), "lap_finished": True})
+    runs = {e["run"]: {"done": True, "val_accuracy": 0.9, "seed": e["seed"]} for e in episodes}
+    config = {"heads": ["nac", "lstm"], "seeds": 5, "first_seed": 0, "variants": {"base": {}}, "demos": 3, "continuous": True,
+              "expert": "track", "episodes": 10, "seed_start": 100, "levels": ["none", "color"]}
+    (tmp_path / "study.json").write_text(json.dumps({"format": "nacdrive-study/1", "config": config, "runs": runs, "episodes": episodes, "asked": list(runs)}))
+    build(tmp_path, reps=200)
+    text = (tmp_path / "report" / "report.md").read_text()
+    summary = text.split("Run by run: the lowest run mean")[1]
+    lstm_row = next(line for line in summary.splitlines() if line.startswith("| lstm | "))
+    cells = [c.replace("/", " ").replace("(", " ").replace(")", " ").split() for c in lstm_row.strip("| ").split(" | ")[1:]]
+    (low, mean, n), (low_color, mean_color, _) = [[float(v) for v in c] for c in cells]  # clean, color
+    assert abs(low - 700) < 5 and abs(mean - (4 * 920 + 700) / 5) < 5 and n == 5  # the weak run, not hidden
+    assert abs(low_color - 600) < 5 and abs(mean_color - 600) < 5
+    row = next(line for line in text.splitlines() if line.startswith("| nac > lstm | ") and "**" in line)
+    clean, color = row.split(" | ")[1:3]
+    assert "**" not in clean and color.startswith("**1.00 [")  # clean: no separation; color: every NAC run above every LSTM run
