@@ -117,6 +117,11 @@ class DrivingNetConfig(ConfigDict):
     # scene, so that the road is the light band); "ahead", the median colour just in front of the car (AHEAD_ROWS,
     # AHEAD_COLS: the car's fixed place in the frame), what it drives on, so that the road is the dark band in any scene
     # where the car is on it, whatever the background: plain, noisy, photographed or recoloured
+    contrast_jitter: float = 0.0  # training only, with contrast_from "ahead": the share of frames whose contrast is measured
+    # from a patch of the same size at a random place in the scene instead (drawn per frame from torch's generator, as
+    # dropout's masks are), mostly grass in a plain scene. A car drifting to the road's edge in a sharp bend has the patch
+    # ahead on the grass before its wheels leave the road, and the contrast turns over; weak runs stop steering there
+    # (docs/studies/contrast-reference/). Nothing in it knows which pixels are road
     strip_rows: int = 12  # the frame's bottom rows that hold the car's instruments (agents.carracing.render.STRIP_ROWS)
     target_speeds: tuple[float, float] = (20.0, 75.0)  # wheel_speed "target": the least and most the expert's target speed
     # can be (u/s; the discrete track expert's min_speed and max_speed, agents.experts.track.TrackExpertConfig)
@@ -140,6 +145,9 @@ class DrivingNetConfig(ConfigDict):
              f"contrast_flip turns the contrast over (1 - c): it needs frame_input contrast or rgb+contrast (got {self.frame_input!r})")
         need(self.frame_input in FRAME_INPUTS, f"frame_input must be one of {', '.join(FRAME_INPUTS)} (got {self.frame_input!r})")
         need(self.contrast_from in CONTRAST_FROM, f"contrast_from must be one of {', '.join(CONTRAST_FROM)} (got {self.contrast_from!r})")
+        need(0.0 <= self.contrast_jitter < 1.0, f"contrast_jitter must be in [0, 1) (got {self.contrast_jitter})")
+        need(not self.contrast_jitter or self.contrast_from == "ahead",
+             f"contrast_jitter moves the patch the contrast is measured from: it needs contrast_from ahead (got {self.contrast_from!r})")
         need(self.contrast_from == "scene" or self.frame_input != "rgb",
              f"contrast_from is the colour a contrast input is measured from: it needs a frame_input with contrast (got {self.frame_input!r})")
         need(self.drive_average >= 0, f"drive_average must be >= 0 (got {self.drive_average})")
@@ -235,7 +243,7 @@ class DrivingNet(nn.Module):
         rows = x.shape[2] - self.config.strip_rows
         scene = x[:, :, :rows]
         # the region whose median colour the contrast is measured from: the patch in front of the car, or the scene
-        region = x[(slice(None), slice(None), *ahead_patch(x.shape[2]))] if self.config.contrast_from == "ahead" else scene
+        region = self.ahead_region(x, rows) if self.config.contrast_from == "ahead" else scene
         median = region.flatten(2).median(dim=2).values[..., None, None]  # (N, 3, 1, 1)
         # the colour distance on 0..1 (sqrt(3) the largest); eps keeps the gradient finite where a pixel is the median
         distance = ((scene - median).square().sum(1, keepdim=True) + 1e-8).sqrt() / math.sqrt(3.0)
@@ -247,6 +255,24 @@ class DrivingNet(nn.Module):
         if self.config.frame_input.startswith("rgb+"):  # the strip's contrast channel is 0: it reads by its colours
             return torch.cat([x, torch.cat([distance, torch.zeros_like(x[:, :1, rows:])], dim=2)], dim=1)
         return torch.cat([distance.expand(-1, 3, -1, -1), x[:, :, rows:]], dim=2)
+
+    def ahead_region(self, x: Tensor, rows: int) -> Tensor:
+        """(N, 3, h, w): the patch ahead of the car in each frame, or in training, for a contrast_jitter share of them, a patch
+        of the same size at a random place in the scene's `rows` rows."""
+        rs, cs = ahead_patch(x.shape[2])
+        region = x[:, :, rs, cs]
+        if not (self.training and self.config.contrast_jitter):
+            return region
+        moved = (torch.rand(len(x), device=x.device) < self.config.contrast_jitter).nonzero().flatten().tolist()
+        if not moved:
+            return region
+        h, w = rs.stop - rs.start, cs.stop - cs.start
+        tops = torch.randint(0, rows - h + 1, (len(moved),)).tolist()
+        lefts = torch.randint(0, x.shape[3] - w + 1, (len(moved),)).tolist()
+        region = region.clone()
+        for i, top, left in zip(moved, tops, lefts):  # a few dozen frames a batch: slicing each is cheaper than a gather
+            region[i] = x[i, :, top:top + h, left:left + w]
+        return region
 
     def head_time(self, timestamps: Tensor | None) -> Tensor | None:
         """Seconds -> the head's time unit, or None for heads that take no time (or use_time off)."""

@@ -106,6 +106,8 @@ def test_a_checkpoint_that_does_not_match_its_config_is_refused(tmp_path):
         ({"contrast_flip": 0.5}, "contrast_flip turns the contrast over"),
         ({"frame_input": "contrast", "contrast_flip": 1.0}, "contrast_flip must be in"),
         ({"contrast_from": "ahead"}, "contrast_from is the colour a contrast input is measured from"),
+        ({"frame_input": "contrast", "contrast_jitter": 0.5}, "contrast_jitter moves the patch the contrast is measured from"),
+        ({"frame_input": "contrast", "contrast_from": "ahead", "contrast_jitter": 1.0}, "contrast_jitter must be in"),
         ({"frame_input": "contrast", "contrast_from": "car"}, "contrast_from must be one of scene, ahead"),
         ({"frame_input": "hsv"}, "frame_input must be one of rgb, contrast, contrast-scaled, rgb\\+contrast, rgb\\+contrast-scaled"),
     ],
@@ -204,3 +206,22 @@ def test_contrast_flip_turns_over_that_share_of_frames_in_training_only():
     assert not seen[:, 84:].any()  # the strip's contrast channel stays 0
     torch.manual_seed(0)
     assert net.see(x)[:, 3].equal(seen)  # torch's seed decides, as for dropout
+
+
+def test_contrast_jitter_measures_that_share_of_frames_from_a_random_patch_in_training_only():
+    """The road (columns 40..59) under the car, grass either side: from the patch ahead the road is 0; from a patch moved
+    onto the grass, the grass is 0 and the road is not. Evaluation never moves it; torch's seed decides which frames."""
+    net = DrivingNet(DrivingNetConfig(frame_input="rgb+contrast", contrast_from="ahead", contrast_jitter=0.5))
+    frames = _striped((102, 102, 102), (102, 204, 102)).expand(400, -1, -1, -1)
+    x = frames.permute(0, 3, 1, 2).float() / 255
+    assert net.eval().see(x)[:, 3, :84, 40:60].amax() < 1e-3  # every frame from the patch ahead
+    torch.manual_seed(0)
+    seen = net.train().see(x)[:, 3]
+    road_zero = seen[:, :84, 40:60].amax(dim=(1, 2)) < 1e-3
+    grass_zero = seen[:, :84, :40].amax(dim=(1, 2)) < 1e-3
+    # a moved patch lands on the road (about 20 of 96 columns, and the patch's width) or on the grass; a frame whose
+    # patch landed on the grass sees the contrast turned over, as a car at the road's edge does
+    assert (road_zero ^ grass_zero).all() and 100 < int(grass_zero.sum()) < 200
+    assert not seen[:, 84:].any()  # the strip's contrast channel stays 0
+    torch.manual_seed(0)
+    assert net.see(x)[:, 3].equal(seen)
