@@ -270,7 +270,7 @@ class DrivingNet(nn.Module):
         tops = torch.randint(0, rows - h + 1, (len(moved),)).tolist()
         lefts = torch.randint(0, x.shape[3] - w + 1, (len(moved),)).tolist()
         region = region.clone()
-        for i, top, left in zip(moved, tops, lefts):  # a few dozen frames a batch: slicing each is cheaper than a gather
+        for i, top, left in zip(moved, tops, lefts):  # a few dozen frames a batch, each patch sliced on its own
             region[i] = x[i, :, top:top + h, left:left + w]
         return region
 
