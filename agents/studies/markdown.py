@@ -4,7 +4,7 @@ mean, the published scores beside, and where the laps were lost."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -179,6 +179,13 @@ def _fmt_needed(n: int | None) -> str:
     return f"more than {stats.RUNS_CAP}" if n > stats.RUNS_CAP else str(n)
 
 
+def _scene_grid(cols: list[tuple[str, str]], intro: list[str], label: str, rows: list[str], cell: Callable[[str, str], str]) -> list[str]:
+    """A table of rows x the scenario columns (level, scenario): the intro's lines, the header, and a row per name whose
+    cells are cell(level, name)."""
+    return [*intro, f"| {label} | " + " | ".join(name for _, name in cols) + " |", "|---|" + "---|" * len(cols),
+            *(f"| {r} | " + " | ".join(cell(lv, r) for lv, _ in cols) + " |" for r in rows)]
+
+
 def scenario_table(result: dict[str, Any]) -> list[str]:
     """Groups x scenarios, IQM [95 % CI] (laps finished), with the published means beside them: the
     study's generalization result at a glance ([] for a study without scenarios)."""
@@ -186,15 +193,14 @@ def scenario_table(result: dict[str, Any]) -> list[str]:
     if len(cols) < 2:
         return []
     groups = sorted({g for lv, _ in cols for g in result["levels"][lv]["aggregates"]}, key=lambda g: (g == EXPERT, g))
-    lines = ["## Scenarios", "", "IQM [95 % CI] (laps finished) of every group in each scenario; the published rows are means over 100 "
-             f"episodes of agents trained on clean frames, measured on {scenarios.PUBLISHED_ON}.", "",
-             "| group | " + " | ".join(name for _, name in cols) + " |", "|---|" + "---|" * len(cols)]
-    for g in groups:
-        cells = []
-        for lv, _ in cols:
-            a = result["levels"][lv]["aggregates"].get(g)
-            cells.append("-" if a is None else f"{_fmt_ci(a['iqm'], a['iqm_ci'])} ({a['laps_finished']:.0%})")
-        lines.append(f"| {g} | " + " | ".join(cells) + " |")
+
+    def cell(lv: str, g: str) -> str:
+        a = result["levels"][lv]["aggregates"].get(g)
+        return "-" if a is None else f"{_fmt_ci(a['iqm'], a['iqm_ci'])} ({a['laps_finished']:.0%})"
+
+    lines = _scene_grid(cols, ["## Scenarios", "", "IQM [95 % CI] (laps finished) of every group in each scenario; the published rows "
+                               f"are means over 100 episodes of agents trained on clean frames, measured on {scenarios.PUBLISHED_ON}.", ""],
+                        "group", groups, cell)
     for agent, scores in scenarios.PUBLISHED.items():
         lines.append(f"| {agent} (published) | " + " | ".join(f"{scores[k][0]} ± {scores[k][1]}" if k in scores else "-" for _, k in cols) + " |")
     return lines + [""]
@@ -207,15 +213,12 @@ def run_means_table(result: dict[str, Any]) -> list[str]:
     if len(cols) < 2:
         return []
     groups = sorted({g for lv, _ in cols for g in result["levels"][lv]["aggregates"] if g != EXPERT})
-    lines = ["Run by run: the lowest run mean / the mean of run means (runs) in each scenario.", "",
-             "| group | " + " | ".join(name for _, name in cols) + " |", "|---|" + "---|" * len(cols)]
-    for g in groups:
-        cells = []
-        for lv, _ in cols:
-            a = result["levels"][lv]["aggregates"].get(g)
-            cells.append("-" if a is None else f"{min(a['run_means']):.0f} / {np.mean(a['run_means']):.0f} ({a['runs']})")
-        lines.append(f"| {g} | " + " | ".join(cells) + " |")
-    return lines + [""]
+
+    def cell(lv: str, g: str) -> str:
+        a = result["levels"][lv]["aggregates"].get(g)
+        return "-" if a is None else f"{min(a['run_means']):.0f} / {np.mean(a['run_means']):.0f} ({a['runs']})"
+
+    return _scene_grid(cols, ["Run by run: the lowest run mean / the mean of run means (runs) in each scenario.", ""], "group", groups, cell) + [""]
 
 
 def improvement_table(result: dict[str, Any]) -> list[str]:
@@ -226,7 +229,8 @@ def improvement_table(result: dict[str, Any]) -> list[str]:
     if len(cols) < 2 or not names:
         return []
 
-    def cell(p: dict[str, Any] | None) -> str:
+    def cell(lv: str, name: str) -> str:
+        p = result["levels"][lv]["improvement"].get(name)
         if p is None:
             return "-"
         if not p["ci"]:
@@ -234,8 +238,5 @@ def improvement_table(result: dict[str, Any]) -> list[str]:
         text = f"{p['p']:.2f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}]"
         return f"**{text}**" if p["ci"][0] > 0.5 or p["ci"][1] < 0.5 else text
 
-    lines = ["P(X > Y) over runs [95 % CI] in each scenario; **bold**: the interval leaves out 0.5, the runs separate the two; "
-             "the rest do not.", "",
-             "| comparison | " + " | ".join(name for _, name in cols) + " |", "|---|" + "---|" * len(cols)]
-    lines += [f"| {n} | " + " | ".join(cell(result["levels"][lv]["improvement"].get(n)) for lv, _ in cols) + " |" for n in names]
-    return lines + [""]
+    return _scene_grid(cols, ["P(X > Y) over runs [95 % CI] in each scenario; **bold**: the interval leaves out 0.5, the runs separate "
+                              "the two; the rest do not.", ""], "comparison", names, cell) + [""]
