@@ -10,15 +10,52 @@ its red by more than 40 (CarRacing's grass is (102, 204, 102) or (102, 229, 102)
 from __future__ import annotations
 
 import sys
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from agents.carracing.env import make_env
 from agents.carracing.measures import wheels_off_road
 from agents.driving.policy import DrivingPolicy
+from agents.driving.rollout import EpisodeResult, run_episode
 from agents.experts.track import TrackFollowingExpert
 from agents.training.rounds import LOST_TILES
 from nac.driving import ahead_patch
+
+ROWS, COLS = ahead_patch(96)
+# the columns of labelled_episode's rows
+SPEED, STEER, GAS, BRAKE, EXPERT_STEER, EXPERT_GAS, EXPERT_BRAKE, WHEELS_OFF, TILES, PATCH_ON_GRASS = range(10)
+
+
+class Labelled:
+    """run_episode's observer for one episode: each step's row (the columns above), the track expert labelling the state
+    the policy has taken the car to (it reads the simulator) before the policy's action is taken."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[float, ...]] = []
+        self.expert: TrackFollowingExpert | None = None
+
+    def before_step(self, env: gym.Env, obs: Any, action: Any) -> None:
+        if self.expert is None:  # the episode's first step: the track is the one reset drew
+            self.expert = TrackFollowingExpert(env)
+            self.expert.reset()
+        label = np.asarray(self.expert.select_action(obs), dtype=float)
+        patch = obs[ROWS, COLS].reshape(-1, 3).astype(int)
+        on_grass = int((patch[:, 1] > patch[:, 0] + 40).sum()) * 2 > len(patch)
+        u = env.unwrapped
+        self.rows.append((float(np.linalg.norm(u.car.hull.linearVelocity)), *np.asarray(action, dtype=float), *label,
+                          wheels_off_road(env), u.tile_visited_count, on_grass))
+
+    def after_step(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
+        pass
+
+
+def labelled_episode(env: gym.Env, policy: DrivingPolicy, seed: int) -> tuple[np.ndarray, EpisodeResult]:
+    """One episode of the policy on `seed`: its rows (the columns above) and its result."""
+    seen = Labelled()
+    result = run_episode(env, policy, seed, seen)
+    return np.array(seen.rows), result
 
 
 def seeds_arg(text: str) -> list[int]:
@@ -31,30 +68,18 @@ def seeds_arg(text: str) -> list[int]:
 def probe(run: str, seeds: list[int]) -> dict:
     env = make_env(continuous=True)
     policy = DrivingPolicy.from_run(run)
-    rows, cols = ahead_patch(96)
-    errors: dict[bool, list[float]] = {True: [], False: []}
-    lost = []
+    steps, lost = [], []
     for seed in seeds:
-        obs, _ = env.reset(seed=seed)
-        policy.reset()
-        expert = TrackFollowingExpert(env)
-        expert.reset()
-        while True:
-            action = np.asarray(policy.select_action(obs), dtype=float)
-            label = np.asarray(expert.select_action(obs), dtype=float)
-            patch = obs[rows, cols].reshape(-1, 3).astype(int)
-            on_grass = int((patch[:, 1] > patch[:, 0] + 40).sum()) * 2 > len(patch)
-            if wheels_off_road(env) < 4:
-                errors[on_grass].append(abs(action[0] - label[0]))
-            obs, _, terminated, truncated, _ = env.step(action)
-            if terminated or truncated:
-                break
-        u = env.unwrapped
-        if u.tile_visited_count / len(u.track) < LOST_TILES:
+        rows, result = labelled_episode(env, policy, seed)
+        steps.append(rows[rows[:, WHEELS_OFF] < 4])  # a wheel still on the road
+        if result.tiles_visited < LOST_TILES:
             lost.append(seed)
     env.close()
-    grass, road = np.array(errors[True]), np.array(errors[False])
-    return {"run": run, "steps_on_grass": len(grass), "share": len(grass) / max(1, len(grass) + len(road)),
+    rows = np.concatenate(steps)
+    error = np.abs(rows[:, STEER] - rows[:, EXPERT_STEER])
+    on_grass = rows[:, PATCH_ON_GRASS] == 1
+    grass, road = error[on_grass], error[~on_grass]
+    return {"run": run, "steps_on_grass": len(grass), "share": len(grass) / max(1, len(rows)),
             "error_on_grass": float(grass.mean()) if len(grass) else float("nan"), "error_elsewhere": float(road.mean()), "lost": lost}
 
 

@@ -12,44 +12,26 @@ import sys
 import numpy as np
 
 from agents.carracing.env import make_env
-from agents.carracing.measures import wheels_off_road
 from agents.driving.policy import DrivingPolicy
-from agents.experts.track import TrackFollowingExpert
-
-
-def trace(run: str, seed: int) -> tuple[np.ndarray, int]:
-    """Per step: speed, the policy's steer, gas, brake, the expert's, wheels off the road, tiles reached; and the track's tiles."""
-    env = make_env(continuous=True)
-    policy = DrivingPolicy.from_run(run)
-    obs, _ = env.reset(seed=seed)
-    policy.reset()
-    expert = TrackFollowingExpert(env)
-    expert.reset()
-    rows = []
-    while True:
-        action = np.asarray(policy.select_action(obs), dtype=float)
-        label = np.asarray(expert.select_action(obs), dtype=float)
-        speed = float(np.linalg.norm(env.unwrapped.car.hull.linearVelocity))
-        rows.append((speed, *action, *label, wheels_off_road(env), env.unwrapped.tile_visited_count))
-        obs, _, terminated, truncated, _ = env.step(action)
-        if terminated or truncated:
-            tiles = len(env.unwrapped.track)
-            env.close()
-            return np.array(rows), tiles
+from probe import BRAKE, EXPERT_BRAKE, EXPERT_GAS, EXPERT_STEER, GAS, SPEED, STEER, TILES, WHEELS_OFF, labelled_episode  # beside this file
 
 
 def main() -> int:
     run, seed = sys.argv[1], int(sys.argv[2])
     before = int(sys.argv[3]) if len(sys.argv) > 3 else 40
-    rows, tiles = trace(run, seed)
-    off = np.flatnonzero(rows[:, 7] == 4)
+    env = make_env(continuous=True)
+    rows, _ = labelled_episode(env, DrivingPolicy.from_run(run), seed)
+    tiles = len(env.unwrapped.track)
+    env.close()
+    off = np.flatnonzero(rows[:, WHEELS_OFF] == 4)
     first = int(off[0]) if off.size else None
-    print(f"{run} on {seed}: {len(rows)} steps, {int(rows[-1, 8])} of {tiles} tiles; all four wheels off first at step {first}")
+    print(f"{run} on {seed}: {len(rows)} steps, {int(rows[-1, TILES])} of {tiles} tiles; all four wheels off first at step {first}")
     start = max(0, (first if first is not None else len(rows)) - before)
     print("step  speed | policy steer gas brake | expert steer gas brake | wheels off")
     for t in range(start, min(len(rows), start + before + 12), 2):
-        v, s, g, b, es, eg, eb, w, _ = rows[t]
-        print(f"{t:4d} {v:6.1f} | {s:+.2f} {g:.2f} {b:.2f} | {es:+.2f} {eg:.2f} {eb:.2f} | {int(w)}")
+        r = rows[t]
+        print(f"{t:4d} {r[SPEED]:6.1f} | {r[STEER]:+.2f} {r[GAS]:.2f} {r[BRAKE]:.2f} | {r[EXPERT_STEER]:+.2f} {r[EXPERT_GAS]:.2f} "
+              f"{r[EXPERT_BRAKE]:.2f} | {int(r[WHEELS_OFF])}")
     return 0
 
 
