@@ -1,7 +1,7 @@
 """How a policy is trained, declared once: the recipe's fields (behaviour cloning, then DAgger rounds) and the
 named presets every job starts from. A newcomer reads this module to learn what a run does.
 
-- `full`: the recipe of every shipped CarRacing policy (agents/pretrained/README.md) and of a study's default
+- `full`: the recipe of the policies shipped before the contrast input, and of a study's default
   variant: 50 demonstrations, 4 epochs of behaviour cloning, 2 DAgger rounds of 10 rollouts and 2 epochs each.
 - `quickstart`: the quick start, continuous actions: the full recipe's data and rounds in two fifths of its training
   steps at a 3x learning rate, and up to two extra DAgger rounds for a draw whose last round falls short
@@ -15,10 +15,9 @@ named presets every job starts from. A newcomer reads this module to learn what 
 - `quickstart-discrete`: the quick start with 5 discrete actions: the network learns the front-wheel angle the
   planning expert aims at and its target speed (docs/studies/discrete-heads/).
 
-The shipped CarRacing policies (agents/pretrained/README.md) are `full` for their head: `nac` as it is (training seed 3),
-`lstm`, `gru`, `mha` with dagger_perturb=none,stride_jitter=1,regular_share=0 (regular windows: trained before every
-head took the frame-gap mix), `cfc`, `mha-rope` with dagger_perturb=none (trained before the perturbed rollouts were the default),
-`nac-mix` with dagger_perturb=none, and `nac-mix-notime` with dagger_perturb=none and net.use_time=false.
+The shipped CarRacing policies (agents/pretrained/README.md) are `full-contrast` for their head (training seed 0 of the
+final grid, docs/studies/final-grid/), but `nac-mix` and `nac-mix-notime`: `full` with dagger_perturb=none (and
+net.use_time=false for the second), trained before the perturbed rollouts were the default.
 
 A job's recipe is a preset plus overrides: `nacdrive quickstart --lr 1e-4`, a study's `--variant NAME:KEY=VALUE`
 (and `preset=NAME`). What depends on the head or the action space (DAgger's beta, the windows' frame gaps: the same for
