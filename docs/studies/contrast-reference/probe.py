@@ -1,10 +1,12 @@
 """Does a run keep steering when the patch its contrast is measured from has left the road? Drive each run on the given
 tracks (the policy drives, the track expert labels every state) and count, over the steps with a wheel still on the
 road, those where the patch ahead of the car (nac.driving.ahead_patch) shows more grass than road, and the policy's
-steering error against the expert's label there and elsewhere. Clean scenes only: grass is a pixel whose green exceeds
-its red by more than 40 (CarRacing's grass is (102, 204, 102) or (102, 229, 102), the road grey).
+steering error against the expert's label there and elsewhere. Grass is a pixel whose green exceeds its red by more
+than 40 (CarRacing's grass is (102, 204, 102) or (102, 229, 102), the road grey), read in the clean frame of the same
+state: in another scene (--scenario) the policy sees that scene and the patch is judged on the state drawn clean.
 
     python docs/studies/contrast-reference/probe.py SEEDS RUN [RUN ...]      # SEEDS: 10101,10111 or 10100..10149
+    python docs/studies/contrast-reference/probe.py --scenario photos SEEDS RUN [RUN ...]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from agents.carracing.env import make_env
 from agents.carracing.measures import wheels_off_road
+from agents.carracing.scenarios import CLEAN, Scenario
 from agents.driving.policy import DrivingPolicy
 from agents.driving.rollout import EpisodeResult, run_episode
 from agents.experts.track import TrackFollowingExpert
@@ -41,14 +44,23 @@ class Labelled:
             self.expert = TrackFollowingExpert(env)
             self.expert.reset()
         label = np.asarray(self.expert.select_action(obs), dtype=float)
-        patch = obs[ROWS, COLS].reshape(-1, 3).astype(int)
-        on_grass = int((patch[:, 1] > patch[:, 0] + 40).sum()) * 2 > len(patch)
         u = env.unwrapped
+        patch = (obs if u.scenario.name == CLEAN else clean_frame(u))[ROWS, COLS].reshape(-1, 3).astype(int)
+        on_grass = int((patch[:, 1] > patch[:, 0] + 40).sum()) * 2 > len(patch)
         self.rows.append((float(np.linalg.norm(u.car.hull.linearVelocity)), *np.asarray(action, dtype=float), *label,
                           wheels_off_road(env), u.tile_visited_count, on_grass))
 
     def after_step(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> None:
         pass
+
+
+def clean_frame(u: gym.Env) -> np.ndarray:
+    """The observation the unwrapped env would give in its present state with the clean scenario."""
+    scene, u.scenario = u.scenario, Scenario(CLEAN)
+    try:
+        return u._render("state_pixels")
+    finally:
+        u.scenario = scene
 
 
 def labelled_episode(env: gym.Env, policy: DrivingPolicy, seed: int) -> tuple[np.ndarray, EpisodeResult]:
@@ -65,8 +77,8 @@ def seeds_arg(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
 
 
-def probe(run: str, seeds: list[int]) -> dict:
-    env = make_env(continuous=True)
+def probe(run: str, seeds: list[int], scenario: str = CLEAN) -> dict:
+    env = make_env(continuous=True, scenario=scenario)
     policy = DrivingPolicy.from_run(run)
     steps, lost = [], []
     for seed in seeds:
@@ -84,11 +96,15 @@ def probe(run: str, seeds: list[int]) -> dict:
 
 
 def main() -> int:
-    seeds = seeds_arg(sys.argv[1])
+    args = sys.argv[1:]
+    scenario = CLEAN
+    if args[0] == "--scenario":
+        scenario, args = args[1], args[2:]
+    seeds, runs = seeds_arg(args[0]), args[1:]
     print("| run | on-road steps with the patch ahead on grass | steering error there | elsewhere | tracks lost |")
     print("|---|---|---|---|---|")
-    for run in sys.argv[2:]:
-        r = probe(run, seeds)
+    for run in runs:
+        r = probe(run, seeds, scenario)
         print(f"| {r['run']} | {r['steps_on_grass']} ({r['share']:.1%}) | {r['error_on_grass']:.3f} | {r['error_elsewhere']:.3f} "
               f"| {', '.join(map(str, r['lost'])) or 'none'} |")
     return 0
