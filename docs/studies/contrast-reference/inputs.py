@@ -9,6 +9,7 @@ commands never render a state twice.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 
 from agents.carracing.env import make_env
+from agents.carracing.scenarios import CLEAN, SCENARIOS
 from agents.driving.policy import DrivingPolicy
 from agents.driving.rollout import run_episode
 from nac.driving import DrivingNet
@@ -25,35 +27,32 @@ from probe import clean_frame, seeds_arg  # beside this file
 PAIRINGS = (("scene", "scene"), ("scene", "clean"), ("clean", "scene"))  # (RGB from, contrast from)
 
 
-class BothRenderings(gym.Wrapper):
-    """The env, keeping the last observation (`scene`) and the same state drawn clean (`clean`) for the network's see."""
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        self.frames: dict[str, np.ndarray] = {}
-
-    def keep(self, obs: np.ndarray) -> None:
-        self.frames = {"scene": obs, "clean": clean_frame(self.env.unwrapped)}
+class CleanRendering(gym.Wrapper):
+    """The env, keeping the last state drawn clean (`clean`) for the network's see."""
 
     def reset(self, **kwargs: Any):
         obs, info = self.env.reset(**kwargs)
-        self.keep(obs)
+        self.clean = clean_frame(self.env.unwrapped)
         return obs, info
 
     def step(self, action: Any):
         out = self.env.step(action)
-        self.keep(out[0])
+        self.clean = clean_frame(self.env.unwrapped)
         return out
 
 
 def drive(run: str, scenario: str, seeds: list[int], rgb_from: str, contrast_from: str) -> list[float]:
-    env = BothRenderings(make_env(continuous=True, scenario=scenario))
+    env = make_env(continuous=True, scenario=scenario)
+    if "clean" in (rgb_from, contrast_from):
+        env = CleanRendering(env)
     see = DrivingNet.see
 
     def mixed(net: DrivingNet, x: torch.Tensor) -> torch.Tensor:
         if len(x) != 1:
             return see(net, x)
-        given = {k: see(net, torch.as_tensor(f).permute(2, 0, 1)[None].float().div(255.0).to(x.device)) for k, f in env.frames.items()}
+        given = {"scene": see(net, x)}  # x: the observation, as encode converts it
+        if isinstance(env, CleanRendering):  # the clean rendering, converted as encode converts a frame
+            given["clean"] = see(net, torch.as_tensor(env.clean).permute(2, 0, 1)[None].float().div(255.0).to(x.device))
         return torch.cat([given[rgb_from][:, :3], given[contrast_from][:, 3:]], dim=1)
 
     DrivingNet.see = mixed  # type: ignore[method-assign]
@@ -66,12 +65,16 @@ def drive(run: str, scenario: str, seeds: list[int], rgb_from: str, contrast_fro
 
 
 def main() -> int:
-    scenario, seeds, runs = sys.argv[1], seeds_arg(sys.argv[2]), sys.argv[3:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("scenario", choices=[s for s in SCENARIOS if s != CLEAN], help="the scene driven")
+    parser.add_argument("seeds", type=seeds_arg, help="tracks: 10100,10105 or 10100..10149")
+    parser.add_argument("runs", nargs="+", help="run folders (with a contrast input)")
+    args = parser.parse_args()
     print("| run | RGB from | contrast from | mean | each track |")
     print("|---|---|---|---|---|")
-    for run in runs:
+    for run in args.runs:
         for rgb_from, contrast_from in PAIRINGS:
-            returns = drive(run, scenario, seeds, rgb_from, contrast_from)
+            returns = drive(run, args.scenario, args.seeds, rgb_from, contrast_from)
             print(f"| {run} | {rgb_from} | {contrast_from} | {np.mean(returns):.1f} | {', '.join(f'{r:.0f}' for r in returns)} |", flush=True)
     return 0
 

@@ -11,6 +11,7 @@ state: in another scene (--scenario) the policy sees that scene and the patch is
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from agents.carracing.env import make_env
 from agents.carracing.measures import wheels_off_road
-from agents.carracing.scenarios import CLEAN, Scenario
+from agents.carracing.scenarios import CLEAN, SCENARIOS, Scenario
 from agents.driving.policy import DrivingPolicy
 from agents.driving.rollout import EpisodeResult, run_episode
 from agents.experts.track import TrackFollowingExpert
@@ -96,15 +97,15 @@ def probe(run: str, seeds: list[int], scenario: str = CLEAN) -> dict:
 
 
 def main() -> int:
-    args = sys.argv[1:]
-    scenario = CLEAN
-    if args[0] == "--scenario":
-        scenario, args = args[1], args[2:]
-    seeds, runs = seeds_arg(args[0]), args[1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", default=CLEAN, choices=SCENARIOS, help="the scene the policy drives (default: clean)")
+    parser.add_argument("seeds", type=seeds_arg, help="tracks: 10101,10111 or 10100..10149")
+    parser.add_argument("runs", nargs="+", help="run folders")
+    args = parser.parse_args()
     print("| run | on-road steps with the patch ahead on grass | steering error there | elsewhere | tracks lost |")
     print("|---|---|---|---|---|")
-    for run in runs:
-        r = probe(run, seeds, scenario)
+    for run in args.runs:
+        r = probe(run, args.seeds, args.scenario)
         print(f"| {r['run']} | {r['steps_on_grass']} ({r['share']:.1%}) | {r['error_on_grass']:.3f} | {r['error_elsewhere']:.3f} "
               f"| {', '.join(map(str, r['lost'])) or 'none'} |")
     return 0
