@@ -8,19 +8,21 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from agents.studies.store import EXPERT, StudyFile
+from agents.studies.store import StudyFile
 
 
 class Progress:
     """Which runs are done and running, episodes driven, and an ETA from the times measured so far."""
 
-    def __init__(self, study: StudyFile, grid: list[str], total_eps: int, capacity: int, quiet: bool) -> None:
-        self.study, self.grid, self.total_runs, self.total_eps = study, grid, len(grid), total_eps
+    def __init__(self, study: StudyFile, grid: list[str], asked: set[tuple[str, str, int]], capacity: int, quiet: bool) -> None:
+        """grid: the run keys this command trains; asked: the (run, level, seed) episodes it drives, the expert's included."""
+        self.study, self.grid, self.total_runs = study, grid, len(grid)
+        self.asked, self.total_eps = set(asked), len(asked)
         self.capacity = max(1, min(capacity, 64))
         self.train_times: list[float] = []
         self.started = time.monotonic()
         self.eps_at_start = self.episodes_done()
-        self.bar = tqdm(total=total_eps, initial=min(total_eps, self.eps_at_start), desc="study episodes", unit="ep", dynamic_ncols=True, disable=quiet)
+        self.bar = tqdm(total=self.total_eps, initial=min(self.total_eps, self.eps_at_start), desc="study episodes", unit="ep", dynamic_ncols=True, disable=quiet)
 
     def trained(self, seconds: float) -> None:
         self.train_times.append(seconds)
@@ -28,9 +30,10 @@ class Progress:
     def driven(self) -> None:
         self.bar.update(1)
 
-    def diverged(self, message: str, episodes: int) -> None:
+    def diverged(self, message: str, run: str) -> None:
         """A run that will not be driven: say why, and stop counting its episodes."""
-        self.total_eps -= episodes
+        self.asked = {k for k in self.asked if k[0] != run}
+        self.total_eps = len(self.asked)
         self.bar.total = self.total_eps
         tqdm.write(message)
 
@@ -53,9 +56,8 @@ class Progress:
         return f"runs trained {self.runs_done()}/{self.total_runs}, episodes {self.episodes_done()}/{self.total_eps}"
 
     def episodes_done(self) -> int:
-        """Episodes of this grid (an earlier invocation's other runs are in study.json too)."""
-        keep = {*self.grid, EXPERT}
-        return sum(1 for e in self.study.data["episodes"] if e["run"] in keep)
+        """Episodes this command asks for (an earlier invocation's other runs, levels and seeds are in study.json too)."""
+        return sum(1 for e in self.study.data["episodes"] if (e["run"], e["level"], e["episode_seed"]) in self.asked)
 
     def show(self, running: dict[Any, str]) -> None:
         training = sorted(v for v in running.values() if v != "episodes")

@@ -275,8 +275,9 @@ def _run_study(cfg: StudyConfig, quiet: bool, kind: StudyKind) -> dict[str, Any]
     ]
     ready_eval = expert_tasks + ready_eval
 
-    total_eps = sum(not entry(r).get("diverged") for r in runs) * sum(len(cfg.eval_seeds(level)) for level in cfg.levels) + len(seeds) * len(expert_levels(cfg))
-    progress = Progress(study, [r["key"] for r in runs], total_eps, capacity, quiet)
+    asked = {(r["key"], level, s) for r in runs if not entry(r).get("diverged") for level in cfg.levels for s in cfg.eval_seeds(level)}
+    asked |= {(EXPERT, level, s) for level in expert_levels(cfg) for s in seeds}
+    progress = Progress(study, [r["key"] for r in runs], asked, capacity, quiet)
     running: dict[Any, str] = {}
 
     def refill() -> None:
@@ -298,7 +299,7 @@ def _run_study(cfg: StudyConfig, quiet: bool, kind: StudyKind) -> dict[str, Any]
                 study.data["runs"][run["key"]] = {**run, **result, "cpu_seconds": cpu, "done": True}
                 progress.trained(result["wall_seconds"])
                 if result.get("diverged"):
-                    progress.diverged(f"{run['key']}: {result['diverged']}", len(missing(run)))
+                    progress.diverged(f"{run['key']}: {result['diverged']}", run["key"])
                 else:
                     _check_not_trained_on(cfg, run, kind)
                     ready_eval.extend(episode_tasks(run))

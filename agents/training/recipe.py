@@ -11,7 +11,11 @@ named presets every job starts from. A newcomer reads this module to learn what 
   unseen scenes before the contrast input (docs/studies/augment-runs/).
 - `full-contrast`: `full-randmix` with the frame's colour contrast as a fourth channel, measured from the patch just
   ahead of the car and scaled to the scene (`net.frame_input=rgb+contrast-scaled`, `net.contrast_from=ahead`): the
-  recipe chosen against unseen scenes (docs/studies/augment-contrast/), which the final comparison of heads trains by.
+  recipe chosen against unseen scenes (docs/studies/augment-contrast/).
+- `full-contrast-jitter`: `full-contrast` with a quarter of the training frames' contrast measured from a patch at a
+  random place in the scene (`net.contrast_jitter=0.25`), so that every run learns to steer with the patch ahead on the
+  grass: the recipe chosen against weak runs (docs/studies/contrast-reference/), which the final comparison of heads
+  trains by.
 - `quickstart-discrete`: the quick start with 5 discrete actions: the network learns the front-wheel angle the
   planning expert aims at and its target speed (docs/studies/discrete-heads/).
 
@@ -148,11 +152,14 @@ EXTRA_ROUNDS = {"dagger_until": 880.0, "dagger_max_rounds": 4}  # up to two extr
 RANDMIX = {"augment": "randmix", **EXTRA_ROUNDS}  # the full recipe's steps under randmix (full-randmix)
 AHEAD_CONTRAST = {"net": {"frame_input": "rgb+contrast-scaled", "contrast_from": "ahead"}}  # the frame and its colour
 # contrast from the patch ahead of the car, scaled to the scene (full-contrast)
+JITTERED_CONTRAST = {"net": {**AHEAD_CONTRAST["net"], "contrast_jitter": 0.25}}  # the same, with a quarter of the training
+# frames' contrast measured from a patch at a random place (full-contrast-jitter)
 
 PRESETS: dict[str, Preset] = {
     "full": Preset(demos=50, recipe={}),
     "full-randmix": Preset(demos=50, recipe=RANDMIX),
     "full-contrast": Preset(demos=50, recipe={**RANDMIX, **AHEAD_CONTRAST}),
+    "full-contrast-jitter": Preset(demos=50, recipe={**RANDMIX, **JITTERED_CONTRAST}),
     "quickstart": Preset(demos=50, recipe={"epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3, **EXTRA_ROUNDS}),
     "quickstart-discrete": Preset(demos=30, recipe={"epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": 0.5, "dagger_until": 880.0,
                                                     "dagger_max_rounds": 3, "dagger_average": 3, **WHEEL_TARGET}),

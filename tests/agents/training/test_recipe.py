@@ -83,7 +83,9 @@ def test_a_preset_is_overrides_and_keeps_its_extra_rounds():
     c = preset_recipe("full-contrast")  # full-randmix with the ahead contrast as a fourth channel (docs/studies/augment-contrast/)
     assert c.changed(net={}) == r and c.bc.net == {"frame_input": "rgb+contrast-scaled", "contrast_from": "ahead"}
     assert preset_recipe("full-contrast", {"net": {"dropout": 0.1}}).bc.net["contrast_from"] == "ahead"  # a net override merges
-    with pytest.raises(ConfigError, match="unknown recipe preset 'fast'; choose from full, full-randmix, full-contrast, quickstart, quickstart-discrete"):
+    j = preset_recipe("full-contrast-jitter")  # full-contrast, a quarter of the frames' contrast from a random patch (docs/studies/contrast-reference/)
+    assert j == preset_recipe("full-contrast", {"net": {"contrast_jitter": 0.25}}) and j.bc.net["contrast_jitter"] == 0.25
+    with pytest.raises(ConfigError, match="unknown recipe preset 'fast'; choose from full, full-randmix, full-contrast, full-contrast-jitter, quickstart, quickstart-discrete"):
         check_preset("fast")
     with pytest.raises(ConfigError, match="unknown recipe fields \\['epoch'\\]"):
         preset_recipe("quickstart", {"epoch": 2})
