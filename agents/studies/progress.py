@@ -57,7 +57,7 @@ class Progress:
 
     def episodes_done(self) -> int:
         """Episodes this command asks for (an earlier invocation's other runs, levels and seeds are in study.json too)."""
-        return sum(1 for e in self.study.data["episodes"] if (e["run"], e["level"], e["episode_seed"]) in self.asked)
+        return len(self.asked & self.study.keys)
 
     def show(self, running: dict[Any, str]) -> None:
         training = sorted(v for v in running.values() if v != "episodes")

@@ -10,7 +10,8 @@ from agents.studies.progress import Progress
 
 
 def study(runs: dict, episodes: list[tuple[str, str, int]]) -> SimpleNamespace:
-    return SimpleNamespace(data={"runs": runs, "episodes": [{"run": r, "level": level, "episode_seed": s} for r, level, s in episodes]})
+    """A StudyFile's runs and its episodes' keys, (run, level, seed) as StudyFile.episode_key makes them."""
+    return SimpleNamespace(data={"runs": runs}, keys=set(episodes))
 
 
 def asked(runs: list[str], levels: list[str], seeds: range) -> set[tuple[str, str, int]]:
@@ -36,7 +37,7 @@ def test_no_eta_before_a_run_was_timed_then_one_from_the_measured_times(monkeypa
     assert p.eta_minutes() is None  # runs left and none timed yet
     p.trained(60.0)
     s.data["runs"]["a"]["done"] = True
-    s.data["episodes"] += study({}, [("a", "none", 0), ("a", "none", 1)]).data["episodes"]
+    s.keys |= {("a", "none", 0), ("a", "none", 1)}
     clock[0] += 60.0 + 2 * 30.0  # the run's minute, then two episodes of 30 s on the one worker
     # one run left at 60 s and two episodes at 30 s each: 2 minutes
     assert p.eta_minutes() == pytest.approx(2.0)
