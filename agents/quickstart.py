@@ -24,6 +24,7 @@ from agents.training.dagger import dagger
 from agents.training.dagger_config import DaggerConfig
 from agents.training.rounds import check_worst, rollout_returns, selected_weights
 from agents.training.recipe import PRESETS, WHEEL_TARGET, Recipe, preset_recipe
+from agents.training.retrain import read_state, retrain_summary, train_attempts
 from agents.evaluation.evaluate import EvaluateConfig, evaluate, to_markdown, write_leaderboard
 from agents.carracing.scenarios import CLEAN, check_scenario
 from agents.figures.video import RecordConfig, record_video
@@ -85,7 +86,7 @@ class QuickstartConfig:
         r = self.trained_by
         first, last = 1000 * self.seed, 1000 * self.seed + self.episodes - 1
         checks = r.dagger.check if r.dagger.until or r.dagger.select == "check" else 0
-        selection = r.dagger.select_episodes if r.dagger.select == "drive" else 0
+        selection = max(r.dagger.select_episodes if r.dagger.select == "drive" else 0, r.retrain.episodes if r.retrain.below else 0)
         for what, start, count, advice in (("the held-out seeds", self.eval_seed_start, self.eval_episodes, f"a seed below {self.eval_seed_start // 1000}"),
                                            ("the DAgger check's seeds", CHECK_SEED, checks, "another seed"),
                                            ("the DAgger selection's seeds", SELECT_SEED, selection, "another seed")):
@@ -101,13 +102,15 @@ class QuickstartConfig:
             recipe = recipe.changed(balance=CloningRecipe.balance, net={**net, **({"rate_window": self.rate_window} if self.discrete_target == "rates" else {})})
         return recipe
 
-    def dagger_config(self, run: str) -> DaggerConfig:
-        """The DAgger rounds of the job (rollout seeds from FIRST_SEED + 1000 * seed)."""
-        return self.trained_by.dagger_config(run, "track", self.seed, max_steps=self.max_steps, workers=self.workers)
+    def dagger_config(self, run: str, seed: int | None = None) -> DaggerConfig:
+        """The DAgger rounds of the job (rollout seeds from FIRST_SEED + 1000 * seed), under the job's training seed or an
+        attempt's."""
+        return self.trained_by.dagger_config(run, "track", self.seed if seed is None else seed, max_steps=self.max_steps, workers=self.workers)
 
-    def train_config(self, data: str, run: str) -> TrainConfig:
-        """The behaviour cloning of the job."""
-        return self.trained_by.train_config(data, run, self.head, self.seed, max_steps=self.max_steps, continuous=self.continuous)
+    def train_config(self, data: str, run: str, seed: int | None = None) -> TrainConfig:
+        """The behaviour cloning of the job, under the job's training seed or an attempt's."""
+        return self.trained_by.train_config(data, run, self.head, self.seed if seed is None else seed, max_steps=self.max_steps,
+                                            continuous=self.continuous)
 
 
 def _count(n: int, noun: str) -> str:
@@ -138,26 +141,35 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
 
     t0 = time.monotonic()
     r = cfg.trained_by
-    _stage(f"2/5 behaviour cloning CNN + {cfg.head}, {_count(r.bc.epochs, 'epoch')}" + (f" (at most {r.bc.minutes:g} min)" if r.bc.minutes else "") + f" -> {run}")
-    train_cfg = cfg.train_config(str(data), str(run))
-    state_file = run / "train_state.json"
-    if not state_file.is_file():
-        train(train_cfg)
-    elif not (run / "dagger.json").is_file():
-        train(train_cfg, resume=True)
-    timed("train", t0)
-
-    t0 = time.monotonic()
     judge = f"clean rollouts average below {r.dagger.until:g}" + (
         f" or its trained weights, driving {_count(r.dagger.check, 'check episode')}, do or lose a track" if r.dagger.check else "")
     extra = f" (up to {r.dagger.max_rounds} while a round's {judge})" if r.dagger.until else ""
     chosen = {"check": f"; then the round whose weights drive {_count(r.dagger.check, 'check episode')} best is kept",
               "drive": f"; after extra rounds, of round {r.dagger.rounds} and the extra ones the round whose weights drive "
                        f"{_count(r.dagger.select_episodes, 'selection track')} best is kept"}.get(r.dagger.select, "")
-    _stage(f"3/5 {r.dagger.rounds} DAgger rounds{extra}: {r.dagger.episodes} policy rollouts labelled by the expert, "
-           f"{_count(r.dagger.epochs, 'epoch')} of training each{chosen}")
-    dagger(cfg.dagger_config(str(run)))
-    timed("dagger", t0)
+    if r.retrain.below:
+        print(f"(the run is trained again under another seed, up to {r.retrain.attempts} attempts in all, while its weights drive "
+              f"{_count(r.retrain.episodes, 'selection track')} below {r.retrain.below:g}; the attempt that drove them best is kept)")
+
+    def train_once(folder: Path, seed: int) -> None:
+        """Stages 2 and 3 of one attempt (resumable)."""
+        t1 = time.monotonic()
+        _stage(f"2/5 behaviour cloning CNN + {cfg.head}, {_count(r.bc.epochs, 'epoch')}" + (f" (at most {r.bc.minutes:g} min)" if r.bc.minutes else "")
+               + f", training seed {seed} -> {folder}")
+        train_cfg = cfg.train_config(str(data), str(folder), seed)
+        if not (folder / "train_state.json").is_file():
+            train(train_cfg)
+        elif not (folder / "dagger.json").is_file():
+            train(train_cfg, resume=True)
+        timings["train"] = timings.get("train", 0.0) + round(time.monotonic() - t1, 1)
+        t1 = time.monotonic()
+        _stage(f"3/5 {r.dagger.rounds} DAgger rounds{extra}: {r.dagger.episodes} policy rollouts labelled by the expert, "
+               f"{_count(r.dagger.epochs, 'epoch')} of training each{chosen}")
+        dagger(cfg.dagger_config(str(folder), seed))
+        timings["dagger"] = timings.get("dagger", 0.0) + round(time.monotonic() - t1, 1)
+
+    if train_attempts(r.retrain, run, cfg.seed, train_once, max_steps=cfg.max_steps, workers=cfg.workers, say=lambda line: print(f"retrain: {line}", flush=True)):
+        timings["selection"] = round(time.monotonic() - t0 - timings["train"] - timings["dagger"], 1)  # the attempts' drives
 
     t0 = time.monotonic()
     _stage(f"4/5 closed-loop evaluation on {track_range(cfg.eval_seed_start, cfg.eval_episodes)}, with the expert"
@@ -222,6 +234,7 @@ def _report(cfg: QuickstartConfig, boards: dict[str, list[dict[str, Any]]], run:
                                                                                   for r in dag["rounds"] if "check" in r) if checks else "")
         + (f"; the policy's weights: the mean of rounds {dag['average'][0]}..{dag['average'][-1]}'s own" if "average" in dag else "")
         + (f"; the policy's weights: {selected_weights(dag)}" if "selected" in dag else ""),
+        *([f"- retrained: {retrain_summary(guard)}"] if (guard := read_state(run)) else []),
         f"- offline, held-out episodes: validation loss {best.get('val_loss', float('nan')):.4f}, "
         f"action-class accuracy {best.get('val_accuracy', float('nan')):.1%}"
         + (f", steering MAE {best['val_steer_mae']:.3f}" if "val_steer_mae" in best else ""),

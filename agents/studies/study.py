@@ -40,6 +40,7 @@ from agents.driving.rollout import EpisodeResult
 from agents.studies.grid import CLEAN, StudyConfig
 from agents.studies.progress import Progress
 from agents.training.recipe import Recipe
+from agents.training.retrain import train_attempts
 from agents.studies.store import EXPERT, StudyFile
 from agents.training.trainers import train
 from agents.training.loop import TrainConfig
@@ -72,13 +73,17 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)  # one task, one core
     run, recipe = Path(job["path"]), Recipe.from_dict(job["recipe"])
     started = time.monotonic()
-    with quiet_bars():
-        if not (run / "dagger.json").is_file():  # behaviour cloning is over once DAgger has begun
-            train_resumable(recipe.train_config(job["demos"], str(run), job["head"], job["seed"], max_steps=job["max_steps"], device=job.get("device", "auto"),
+
+    def train_once(folder: Path, seed: int) -> None:
+        if not (folder / "dagger.json").is_file():  # behaviour cloning is over once DAgger has begun
+            train_resumable(recipe.train_config(job["demos"], str(folder), job["head"], seed, max_steps=job["max_steps"], device=job.get("device", "auto"),
                                                 continuous=job["continuous"]))
-        dag: dict[str, Any] = {"rounds": []}
         if recipe.dagger.rounds:
-            dag = dagger(recipe.dagger_config(str(run), job["expert"], job["seed"], max_steps=job["max_steps"]), quiet=True)
+            dagger(recipe.dagger_config(str(folder), job["expert"], seed, max_steps=job["max_steps"]), quiet=True)
+
+    with quiet_bars():
+        guard = train_attempts(recipe.retrain, run, job["seed"], train_once, max_steps=job["max_steps"])
+    dag = json.loads((run / "dagger.json").read_text()) if recipe.dagger.rounds else {"rounds": []}
     metrics = json.loads((run / "metrics.json").read_text())
     best = metrics.get("best") or {}
     checks = [dag.get("bc_check")] + [r.get("check") for r in dag["rounds"]] if dag["rounds"] else []
@@ -96,6 +101,8 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
         "dagger_check_skips": [sum(1 for n in c["skipped"] if n) if c and "skipped" in c else None for c in checks],  # episodes that
         # skipped a tile (None: not checked, or a check kept before the counts were)
         "dagger_selected": dag.get("selected"),
+        **({"retrain_selection": [a["selection"]["mean_return"] for a in guard["attempts"]], "retrain_chosen": guard["chosen"]} if guard else {}),
+        # with the retrain guard: each attempt's mean return on the selection tracks, and the attempt the run kept (0: the first)
     }
 
 

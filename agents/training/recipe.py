@@ -16,6 +16,10 @@ named presets every job starts from. A newcomer reads this module to learn what 
   random place in the scene (`net.contrast_jitter=0.25`), so that every run learns to steer with the patch ahead on the
   grass: the recipe chosen against weak runs (docs/studies/contrast-reference/), which the final comparison of heads
   trains by.
+- `full-contrast-jitter-retrain`: `full-contrast-jitter`, and a finished run whose weights drive the 50 selection tracks
+  below 900 is trained again under another training seed, up to 3 attempts in all, keeping the attempt that drove them
+  best (agents.training.retrain): the guard against the weak run that every recipe here has given about one time in ten
+  (docs/studies/contrast-reference/).
 - `quickstart-discrete`: the quick start with 5 discrete actions: the network learns the front-wheel angle the
   planning expert aims at and its target speed (docs/studies/discrete-heads/).
 
@@ -39,20 +43,23 @@ from agents.training.bc import frame_gaps
 from agents.training.collect import DemosRecipe
 from agents.training.dagger_config import FIRST_SEED, DaggerConfig, DaggerRecipe
 from agents.training.loop import DEFAULT_EPOCHS, CloningRecipe, TrainConfig
+from agents.training.retrain import RetrainRecipe
 from nac.config import ConfigDict, ConfigError, need
 
 # The recipe's parts and the prefix of their fields' flat names (the flags, a study's variant keys, the presets below):
 # DAgger's rounds are dagger_rounds, behaviour cloning's learning rate is lr
-PARTS = {"bc": "", "dagger": "dagger_", "demos": ""}
-PART_CONFIGS = {"bc": CloningRecipe, "dagger": DaggerRecipe, "demos": DemosRecipe}
+PARTS = {"bc": "", "dagger": "dagger_", "demos": "", "retrain": "retrain_"}
+PART_CONFIGS = {"bc": CloningRecipe, "dagger": DaggerRecipe, "demos": DemosRecipe, "retrain": RetrainRecipe}
+PART_LABELS = {"dagger": "the DAgger rounds' ", "retrain": "the retrain guard's "}  # what an error in a part's field begins with
 RENAMED = {"dagger_off_road": "dagger_off_road_steps"}  # flat names of older versions -> today's
 
 
 @dataclass
 class Recipe(ConfigDict):
-    """How one run is trained: demonstrations recorded so, behaviour cloning on them, then DAgger rounds. It holds the
-    three jobs' own recipe configs (collect's DemosRecipe, train's CloningRecipe, dagger's DaggerRecipe), so that a
-    recipe field is declared once, in its job's config; the defaults are the full recipe."""
+    """How one run is trained: demonstrations recorded so, behaviour cloning on them, then DAgger rounds, and again under
+    another seed if the run drives poorly. It holds the three jobs' own recipe configs (collect's DemosRecipe, train's
+    CloningRecipe, dagger's DaggerRecipe) and the guard's (RetrainRecipe, applied by agents.training.retrain.train_attempts),
+    so that a recipe field is declared once, in its job's config; the defaults are the full recipe."""
 
     WHAT = "recipe parts"
 
@@ -61,6 +68,8 @@ class Recipe(ConfigDict):
     dagger: DaggerRecipe = field(default_factory=DaggerRecipe, metadata={"prefix": PARTS["dagger"]})  # the DAgger rounds after
     # it (dagger_rounds 0: behaviour cloning alone)
     demos: DemosRecipe = field(default_factory=DemosRecipe, metadata={"prefix": PARTS["demos"]})  # how the demonstrations are recorded
+    retrain: RetrainRecipe = field(default_factory=RetrainRecipe, metadata={"prefix": PARTS["retrain"]})  # whether a finished run
+    # that drives its selection tracks poorly is trained again (agents.training.retrain; default: never)
 
     def __post_init__(self) -> None:
         for name, part in PART_CONFIGS.items():
@@ -69,7 +78,7 @@ class Recipe(ConfigDict):
                 try:
                     setattr(self, name, part.from_dict(value))
                 except ConfigError as e:
-                    raise ConfigError(f"the DAgger rounds' {e}" if name == "dagger" else str(e)) from None
+                    raise ConfigError(PART_LABELS.get(name, "") + str(e)) from None
 
     @staticmethod
     def names() -> dict[str, tuple[str, str]]:
@@ -154,12 +163,15 @@ AHEAD_CONTRAST = {"net": {"frame_input": "rgb+contrast-scaled", "contrast_from":
 # contrast from the patch ahead of the car, scaled to the scene (full-contrast)
 JITTERED_CONTRAST = {"net": {**AHEAD_CONTRAST["net"], "contrast_jitter": 0.25}}  # the same, with a quarter of the training
 # frames' contrast measured from a patch at a random place (full-contrast-jitter)
+RETRAIN = {"retrain_below": 900.0}  # a finished run whose weights drive the 50 selection tracks below 900 is trained again under
+# another seed, up to 3 attempts, keeping the one that drove them best (full-contrast-jitter-retrain)
 
 PRESETS: dict[str, Preset] = {
     "full": Preset(demos=50, recipe={}),
     "full-randmix": Preset(demos=50, recipe=RANDMIX),
     "full-contrast": Preset(demos=50, recipe={**RANDMIX, **AHEAD_CONTRAST}),
     "full-contrast-jitter": Preset(demos=50, recipe={**RANDMIX, **JITTERED_CONTRAST}),
+    "full-contrast-jitter-retrain": Preset(demos=50, recipe={**RANDMIX, **JITTERED_CONTRAST, **RETRAIN}),
     "quickstart": Preset(demos=50, recipe={"epochs": 1, "dagger_epochs": 1, "lr": 3e-4, "dagger_beta": 0.3, **EXTRA_ROUNDS}),
     "quickstart-discrete": Preset(demos=30, recipe={"epochs": 6, "dagger_epochs": 2, "lr": 1e-4, "dagger_beta": 0.5, "dagger_until": 880.0,
                                                     "dagger_max_rounds": 3, "dagger_average": 3, **WHEEL_TARGET}),

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from agents.carracing.env import EPISODE_STEPS
 from agents.carracing.seeds import CHECK_SEED, SELECT_SEED
 from agents.carracing.measures import seeds_with_bend
 from agents.evaluation.evaluate import EvaluateConfig, evaluate
@@ -120,7 +121,7 @@ def select_round(cfg: DaggerConfig, run: Path, state: dict[str, Any], last: int)
             scores[k] = holder[key]["mean_return"]
             continue
         copy_weights(round_weights(run, k), run / "best.safetensors")  # the drive takes the run's best weights
-        holder[key] = drive_weights(cfg, run, episodes, seed_start)
+        holder[key] = drive_weights(run, episodes, seed_start, workers=cfg.workers, ray=cfg.ray, max_steps=cfg.max_steps)
         write_json(run / "dagger.json", state)
         scores[k] = holder[key]["mean_return"]
     state["selected"], state["selected_by"] = max(scores, key=lambda k: (scores[k], k)), name
@@ -130,14 +131,14 @@ def select_round(cfg: DaggerConfig, run: Path, state: dict[str, Any], last: int)
 
 def check_weights(cfg: DaggerConfig, run: Path) -> dict[str, Any]:
     """The run's best weights driving cfg.check episodes alone (seeds CHECK_SEED..)."""
-    return drive_weights(cfg, run, cfg.check, CHECK_SEED)
+    return drive_weights(run, cfg.check, CHECK_SEED, workers=cfg.workers, ray=cfg.ray, max_steps=cfg.max_steps)
 
 
-def drive_weights(cfg: DaggerConfig, run: Path, episodes: int, seed_start: int) -> dict[str, Any]:
+def drive_weights(run: Path, episodes: int, seed_start: int, workers: int = 1, ray: bool = False, max_steps: int = EPISODE_STEPS) -> dict[str, Any]:
     """The run's best weights driving `episodes` episodes alone from seed_start on: the evaluation's own episodes, without the
     expert's reference rows."""
-    row = evaluate(EvaluateConfig(runs=[str(run)], episodes=episodes, seed_start=seed_start, workers=cfg.workers, ray=cfg.ray,
-                                  expert=False, max_steps=cfg.max_steps))[0]
+    row = evaluate(EvaluateConfig(runs=[str(run)], episodes=episodes, seed_start=seed_start, workers=workers, ray=ray,
+                                  expert=False, max_steps=max_steps))[0]
     return {"seeds": row["seeds"], "returns": row["returns"], "tiles": row["tiles"], "skipped": row["skipped"], "mean_return": row["mean_return"],
             "finished_share": row["finished_share"]}
 

@@ -310,9 +310,45 @@ def test_a_run_record_keeps_what_its_checks_saw_and_which_round_it_left(tmp_path
     dag = {"rounds": [{"rollout_mean_return": 700.0, "check": check(900.0, 500.0)},
                       {"rollout_mean_return": 910.0, "check": {**check(920.0, 930.0), "skipped": [0, 2]}}],
            "bc_check": check(300.0, 100.0), "selected": 2}
-    monkeypatch.setattr(study_module, "dagger", lambda cfg, quiet: dag)
+    monkeypatch.setattr(study_module, "dagger", lambda cfg, quiet: (run / "dagger.json").write_text(json.dumps(dag)) and dag)
     job = {"path": str(run), "recipe": {}, "demos": "d", "head": "nac", "seed": 0, "max_steps": 60, "expert": "track", "continuous": True}
     out = study_module.train_run(job)
     assert out["dagger_rollout_returns"] == [700.0, 910.0] and out["dagger_selected"] == 2
     assert out["dagger_check_returns"] == [200.0, 700.0, 925.0] and out["dagger_check_worst"] == [100.0, 500.0, 920.0]
     assert out["dagger_check_skips"] == [None, None, 1]  # episodes that skipped a tile, where the check kept the counts
+
+
+def test_a_run_whose_recipe_has_the_retrain_guard_is_trained_again_and_keeps_its_best_attempt(tmp_path, monkeypatch):
+    """The study trains a run by the recipe's guard (agents.training.retrain): attempt 0 under the run's seed drives the
+    selection tracks below the bar, attempt 1 under seed + 1000 above it; the run's record is attempt 1's, with both drives."""
+    from agents.studies import study as study_module
+    from agents.training import retrain
+
+    trained = []
+
+    def fake_train(tc):  # behaviour cloning: the run folder, its figures telling the seed
+        trained.append((tc.out, tc.seed))
+        Path(tc.out).mkdir(parents=True, exist_ok=True)
+        (Path(tc.out) / "metrics.json").write_text(json.dumps({"best": {"val_loss": tc.seed / 1e4}, "train_seconds": 1.0}))
+
+    def fake_dagger(cfg, quiet):  # its rounds' rollouts start at the seed's own DAgger seeds
+        dag = {"rounds": [{"rollout_mean_return": float(cfg.seed_start)}]}
+        (Path(cfg.run) / "dagger.json").write_text(json.dumps(dag))
+        return dag
+
+    def fake_drive(folder, episodes, seed_start, **_):
+        mean = 700.0 if json.loads((folder / "metrics.json").read_text())["best"]["val_loss"] == 0.0003 else 930.0
+        return {"seeds": list(range(seed_start, seed_start + episodes)), "returns": [mean] * episodes, "mean_return": mean}
+
+    monkeypatch.setattr(study_module, "train_resumable", fake_train)
+    monkeypatch.setattr(study_module, "dagger", fake_dagger)
+    monkeypatch.setattr(retrain, "drive_weights", fake_drive)
+    run = tmp_path / "run"
+    job = {"path": str(run), "recipe": {"retrain_below": 900.0}, "demos": "d", "head": "nac", "seed": 3, "max_steps": 60,
+           "expert": "track", "continuous": True}
+    out = study_module.train_run(job)
+    assert trained == [(str(run), 3), (str(run / "attempts" / "1"), 1003)]
+    assert out["retrain_selection"] == [700.0, 930.0] and out["retrain_chosen"] == 1
+    assert out["val_loss"] == 0.1003 and out["dagger_rollout_returns"] == [json.loads((run / "attempts/1/dagger.json").read_text())["rounds"][0]["rollout_mean_return"]]
+    assert json.loads((run / "attempts/0/metrics.json").read_text())["best"]["val_loss"] == 0.0003
+    assert "retrain_selection" not in study_module.train_run({**job, "path": str(tmp_path / "plain"), "recipe": {}})  # no guard: no drive

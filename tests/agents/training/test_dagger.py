@@ -167,8 +167,8 @@ def test_with_select_check_the_run_leaves_the_rounds_weights_that_drove_the_chec
     same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)  # noqa: E731
     means, driven = {0: 5.0, 1: 9.0, 2: 7.0}, []
 
-    def drive(cfg, run_path, episodes, seed_start):  # each round's weights as the check would find them: round 1's drive best
-        assert (episodes, seed_start) == (cfg.check, CHECK_SEED)
+    def drive(run_path, episodes, seed_start, **_):  # each round's weights as the check would find them: round 1's drive best
+        assert (episodes, seed_start) == (1, CHECK_SEED)
         k = next(k for k in means if (run / "rounds" / f"r{k}.safetensors").is_file() and same(best(), kept(k)))
         driven.append(k)
         return {"seeds": [CHECK_SEED], "returns": [means[k]], "tiles": [1.0], "mean_return": means[k], "finished_share": 1.0}
@@ -212,7 +212,7 @@ def test_with_select_drive_an_extra_round_is_kept_only_where_it_drives_the_selec
     same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)  # noqa: E731
     selection, checks, driven = {1: 910.0, 2: 870.0, 3: 905.0}, {1: 700.0, 2: 700.0, 3: 700.0}, []
 
-    def drive(cfg, run_path, episodes, seed_start):  # the checks all fall short (another round), the selection prefers round 1
+    def drive(run_path, episodes, seed_start, **_):  # the checks all fall short (another round), the selection prefers round 1
         k = next(k for k in (1, 2, 3) if (run / "rounds" / f"r{k}.safetensors").is_file() and same(best(), kept(k)))
         driven.append((k, seed_start))
         mean = selection[k] if seed_start == SELECT_SEED else checks[k]

@@ -11,6 +11,7 @@ from agents.training.collect import CollectConfig, DemosRecipe
 from agents.training.dagger_config import DaggerConfig, DaggerRecipe
 from agents.training.loop import CloningRecipe, TrainConfig
 from agents.training.recipe import PRESETS, Recipe, check_preset, preset_recipe
+from agents.training.retrain import RetrainRecipe
 from nac.config import ConfigError
 
 # a value other than the default for each recipe field, valid for a continuous NAC run
@@ -19,7 +20,7 @@ CHANGED = {"epochs": 3, "minutes": 5.0, "dagger_rounds": 3, "dagger_until": 800.
            "dagger_takeover": 3.0, "dagger_perturb": "jitter=2", "window": 6, "stride_jitter": 2, "regular_share": 0.25, "arrival_windows": True,
            "shift": 2, "augment": "jitter", "select_episodes": 2, "lr": 3e-4, "ema": 0.99, "batch_size": 16, "loss": "l1", "balance": "none",
            "turn_weight": 0.0, "val_fraction": 0.1, "noise": 0.1, "scene": "domain-randomize", "consistency": 0.5,
-           "net": {"nac": {"topk": 4}}}
+           "net": {"nac": {"topk": 4}}, "retrain_below": 880.0, "retrain_attempts": 2, "retrain_episodes": 20}
 
 
 def configs(recipe: Recipe) -> tuple[dict, dict]:
@@ -30,8 +31,8 @@ def configs(recipe: Recipe) -> tuple[dict, dict]:
 def test_every_recipe_field_reaches_the_training_or_the_dagger_rounds():
     assert set(CHANGED) == set(Recipe.names()), "a new recipe field: give it a changed value here"
     for name, value in CHANGED.items():
-        if name in ("noise", "scene", "turn_weight"):  # the demonstrations' (collect --noise, --scene); the wheel-angle networks' (below)
-            continue
+        if name in ("noise", "scene", "turn_weight") or name.startswith("retrain_"):  # the demonstrations' (collect --noise, --scene);
+            continue  # the wheel-angle networks' (below); the guard's, which train_attempts reads (test_retrain, the study's test_study)
         given = {name: value, **({"dagger_max_rounds": 5} if name == "dagger_until" else {}),  # until needs its most rounds
                  **({"dagger_until": 800.0, "dagger_max_rounds": 5} if name == "dagger_skips" else {}),  # skips judges until's checks
                  **({"augment": "jitter"} if name == "consistency" else {})}  # and consistency an augmentation
@@ -46,16 +47,18 @@ def test_the_recipe_holds_the_jobs_own_configs():
     its part plus where it runs, so a field added to a part is the job's option, the recipe's and its flat name at once."""
     assert issubclass(TrainConfig, CloningRecipe) and issubclass(DaggerConfig, DaggerRecipe) and issubclass(CollectConfig, DemosRecipe)
     r = Recipe()
-    assert (type(r.demos), type(r.bc), type(r.dagger)) == (DemosRecipe, CloningRecipe, DaggerRecipe)
+    assert (type(r.demos), type(r.bc), type(r.dagger), type(r.retrain)) == (DemosRecipe, CloningRecipe, DaggerRecipe, RetrainRecipe)
     names = Recipe.names()
     assert names["lr"] == ("bc", "lr") and names["dagger_rounds"] == ("dagger", "rounds") and names["noise"] == ("demos", "noise")
-    assert len(names) == sum(len(fields(c)) for c in (DemosRecipe, CloningRecipe, DaggerRecipe))  # no name is two fields
+    assert names["retrain_below"] == ("retrain", "below")
+    assert len(names) == sum(len(fields(c)) for c in (DemosRecipe, CloningRecipe, DaggerRecipe, RetrainRecipe))  # no name is two fields
 
 
 def test_older_spellings_read_and_round_trip():
     r = preset_recipe("quickstart", {"shift": 2})
     assert Recipe.from_dict(r.to_dict()) == r == Recipe.from_flat(r.flat())  # nested (study.json today) and flat alike
-    assert set(r.to_dict()) == {"demos", "bc", "dagger"}
+    assert set(r.to_dict()) == {"demos", "bc", "dagger", "retrain"}
+    assert Recipe.from_dict({k: v for k, v in r.to_dict().items() if k != "retrain"}).retrain.below == 0  # stored before the guard: off
     old = {**Recipe().flat(), "dagger_off_road": 30}  # a recipe stored before the field took DaggerConfig's name
     del old["dagger_off_road_steps"]
     assert Recipe.from_dict(old).dagger.off_road_steps == 30
@@ -85,7 +88,10 @@ def test_a_preset_is_overrides_and_keeps_its_extra_rounds():
     assert preset_recipe("full-contrast", {"net": {"dropout": 0.1}}).bc.net["contrast_from"] == "ahead"  # a net override merges
     j = preset_recipe("full-contrast-jitter")  # full-contrast, a quarter of the frames' contrast from a random patch (docs/studies/contrast-reference/)
     assert j == preset_recipe("full-contrast", {"net": {"contrast_jitter": 0.25}}) and j.bc.net["contrast_jitter"] == 0.25
-    with pytest.raises(ConfigError, match="unknown recipe preset 'fast'; choose from full, full-randmix, full-contrast, full-contrast-jitter, quickstart, quickstart-discrete"):
+    g = preset_recipe("full-contrast-jitter-retrain")  # and the guard against weak runs
+    assert g == j.changed(retrain_below=900.0) and (g.retrain.attempts, g.retrain.episodes) == (3, 50) and j.retrain.below == 0
+    with pytest.raises(ConfigError, match="unknown recipe preset 'fast'; choose from full, full-randmix, full-contrast, full-contrast-jitter, "
+                                          "full-contrast-jitter-retrain, quickstart, quickstart-discrete"):
         check_preset("fast")
     with pytest.raises(ConfigError, match="unknown recipe fields \\['epoch'\\]"):
         preset_recipe("quickstart", {"epoch": 2})
