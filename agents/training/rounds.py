@@ -134,7 +134,7 @@ def check_weights(cfg: DaggerConfig, run: Path) -> dict[str, Any]:
     return drive_weights(run, cfg.check, CHECK_SEED, workers=cfg.workers, ray=cfg.ray, max_steps=cfg.max_steps)
 
 
-def drive_weights(run: Path, episodes: int, seed_start: int, workers: int = 1, ray: bool = False, max_steps: int = EPISODE_STEPS) -> dict[str, Any]:
+def drive_weights(run: Path, episodes: int, seed_start: int, workers: int = 1, ray: str | None = None, max_steps: int = EPISODE_STEPS) -> dict[str, Any]:
     """The run's best weights driving `episodes` episodes alone from seed_start on: the evaluation's own episodes, without the
     expert's reference rows."""
     row = evaluate(EvaluateConfig(runs=[str(run)], episodes=episodes, seed_start=seed_start, workers=workers, ray=ray,

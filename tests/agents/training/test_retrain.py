@@ -112,3 +112,21 @@ def test_bad_fields_are_named():
         RetrainRecipe(below=900.0, attempts=1)
     with pytest.raises(ConfigError, match="episodes must be >= 1"):
         RetrainRecipe(episodes=0)
+
+
+def test_the_guard_drives_a_real_run_on_the_selection_tracks(tiny_demos, tmp_path):
+    """Without fakes: a tiny run trained by train_once, its weights driving one 20-step selection track."""
+    from agents.training.loop import TrainConfig
+    from agents.training.trainers import train
+
+    def train_once(folder, seed):
+        if not (folder / "best.safetensors").is_file():
+            train(TrainConfig(data=[tiny_demos], out=str(folder), head="gru", window=4, epochs=1, batch_size=16, chunk=4, seed=seed), quiet=True)
+
+    run = tmp_path / "run"
+    state = train_attempts(RetrainRecipe(below=1e6, attempts=2, episodes=1), run, 0, train_once, max_steps=20)
+    assert [a["seed"] for a in state["attempts"]] == [0, ATTEMPT_SEED_STEP]
+    assert all(a["selection"]["seeds"] == [SELECT_SEED] and len(a["selection"]["returns"]) == 1 for a in state["attempts"])
+    chosen, second = state["chosen"], (run / "attempts" / "1" / "best.safetensors").read_bytes()
+    assert (run / "attempts" / "0" / "config.json").is_file() == (chosen == 1)  # attempt 0 moved aside only if not kept
+    assert ((run / "best.safetensors").read_bytes() == second) == (chosen == 1) and (run / "config.json").is_file()
