@@ -119,5 +119,6 @@ def retrain_summary(state: dict[str, Any] | None) -> str | None:
     if not state:
         return None
     drives = ", ".join(f"attempt {a['attempt'] + 1} (seed {a['seed']}) {a['selection']['mean_return']:.1f}" for a in state["attempts"])
-    n = len(state["attempts"][0]["selection"]["returns"])
-    return f"{len(state['attempts'])} attempt(s) on {n} selection tracks (retrain below {state['below']:g}): {drives}; kept attempt {state['chosen'] + 1}"
+    k, n = len(state["attempts"]), len(state["attempts"][0]["selection"]["returns"])
+    return (f"{k} attempt{'s' * (k != 1)} on {n} selection track{'s' * (n != 1)} (retrain below {state['below']:g}): {drives}; "
+            f"kept attempt {state['chosen'] + 1}")

@@ -220,6 +220,26 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path):
     assert train["seed"] == 1 and (train["stride_jitter"], train["regular_share"]) == (3, 0.5) and "gaps of 1..3 steps" in report
 
 
+def test_quickstart_honours_the_retrain_guard(tmp_path):
+    """--retrain-below: the trained run drives the selection tracks, falls short of an unreachable bar, is trained again
+    under seed + 1000, and the report names both attempts and the one kept, which the run folder holds."""
+    out = tmp_path / "qs"
+    r = _run(
+        "quickstart", "--out", str(out), "--episodes", "2", "--minutes", "0.05", "--dagger-rounds", "1", "--dagger-episodes", "1",
+        "--dagger-minutes", "0.05", "--dagger-until", "0", "--eval-episodes", "1", "--workers", "1", "--max-steps", "30",
+        "--retrain-below", "100000", "--retrain-attempts", "2", "--retrain-episodes", "1",
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    state = json.loads((out / "nac" / "retrain.json").read_text())
+    assert [a["seed"] for a in state["attempts"]] == [0, 1000] and [a["selection"]["seeds"] for a in state["attempts"]] == [[20000]] * 2
+    kept = state["chosen"]
+    assert json.loads((out / "nac" / "config.json").read_text())["train"]["seed"] == [0, 1000][kept]
+    assert "retrain: attempt 2 of at most 2, training seed 1000" in r.stdout
+    report = (out / "report.md").read_text()
+    assert "- retrained: 2 attempts on 1 selection track (retrain below 100000): attempt 1 (seed 0) " in report
+    assert f"kept attempt {kept + 1}" in report
+
+
 def test_the_quickstart_recipe_depends_on_the_action_space():
     """Continuous: 50 demonstrations, 1 epoch and 1 after each DAgger round at Adam 3e-4, and the mix
     of frame gaps for every head (one rule, so that heads compared are trained alike); discrete: 30, 6, 2

@@ -59,7 +59,7 @@ def test_a_weak_run_is_trained_again_and_the_folder_becomes_the_best_attempt(tmp
     assert (run / "attempts" / "0" / "best.safetensors").read_text() == "2"  # attempt 0 kept aside, whole
     assert (run / "attempts" / "1" / "best.safetensors").read_text() == "1002"
     assert json.loads((run / "retrain.json").read_text()) == state
-    assert retrain_summary(state) == ("2 attempt(s) on 4 selection tracks (retrain below 900): attempt 1 (seed 2) 700.0, "
+    assert retrain_summary(state) == ("2 attempts on 4 selection tracks (retrain below 900): attempt 1 (seed 2) 700.0, "
                                       "attempt 2 (seed 1002) 920.0; kept attempt 2")
     trained.clear(), driven.clear()
     assert train_attempts(RetrainRecipe(below=900.0, attempts=3, episodes=4), run, 2, train_once, max_steps=100) == state
