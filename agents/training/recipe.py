@@ -14,12 +14,12 @@ named presets every job starts from. A newcomer reads this module to learn what 
   recipe chosen against unseen scenes (docs/studies/augment-contrast/).
 - `full-contrast-jitter`: `full-contrast` with a quarter of the training frames' contrast measured from a patch at a
   random place in the scene (`net.contrast_jitter=0.25`), so that every run learns to steer with the patch ahead on the
-  grass: the recipe chosen against weak runs (docs/studies/contrast-reference/), which the final comparison of heads
-  trains by.
+  grass: chosen against weak runs over `full-contrast` (docs/studies/contrast-reference/).
 - `full-contrast-jitter-retrain`: `full-contrast-jitter`, and a finished run whose weights drive the 50 selection tracks
   below 900 is trained again under another training seed, up to 3 attempts in all, keeping the attempt that drove them
-  best (agents.training.retrain): the guard against the weak run that every recipe here has given about one time in ten
-  (docs/studies/contrast-reference/).
+  best (agents.training.retrain): the guard against the weak run that every recipe here has given about one time in ten,
+  every one of its ten validation runs >= 900 (docs/studies/contrast-reference/); the final comparison of heads trains by
+  it.
 - `quickstart-discrete`: the quick start with 5 discrete actions: the network learns the front-wheel angle the
   planning expert aims at and its target speed (docs/studies/discrete-heads/).
 
