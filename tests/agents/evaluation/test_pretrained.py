@@ -78,7 +78,7 @@ def test_a_shipped_policy_still_drives_as_the_expert_does(run, expert_returns):
 
 @pytest.mark.parametrize("scenario", ["photos", "domain-randomize"])
 def test_the_shipped_nac_drives_scenes_it_never_saw(scenario):
-    """Trained by full-contrast on clean frames only, the shipped NAC keeps to the road where the grass is a
+    """Trained by full-contrast-jitter-retrain on clean frames only, the shipped NAC keeps to the road where the grass is a
     photograph or gymnasium's domain randomization recolours everything, within 10 % of the expert on the same
     tracks (domain randomization draws its own tracks; the expert reads the track, not the pixels)."""
     policy = DrivingPolicy.from_run(PRETRAINED / "nac")
