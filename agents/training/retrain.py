@@ -114,10 +114,8 @@ def place(run: Path, chosen: int) -> None:
         (shutil.copytree if p.is_dir() else shutil.copy2)(p, run / p.name)
 
 
-def retrain_summary(state: dict[str, Any] | None) -> str | None:
+def retrain_summary(state: dict[str, Any]) -> str:
     """One line on the attempts (for a job's report): each one's selection mean and the one kept."""
-    if not state:
-        return None
     drives = ", ".join(f"attempt {a['attempt'] + 1} (seed {a['seed']}) {a['selection']['mean_return']:.1f}" for a in state["attempts"])
     k, n = len(state["attempts"]), len(state["attempts"][0]["selection"]["returns"])
     return (f"{k} attempt{'s' * (k != 1)} on {n} selection track{'s' * (n != 1)} (retrain below {state['below']:g}): {drives}; "
