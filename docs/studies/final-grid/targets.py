@@ -5,21 +5,28 @@ laps in a block of 10 tracks, then per head whether every run meets the targets:
 - with --discrete: every run >= 880 clean with >= 8 laps of 10 in every block of 10 tracks.
 With --hairpins, then per scene the tracks the runs lost (fewer than 95 % of their tiles) and how many of them are
 hairpins, a sharpest bend of 150 degrees or more (agents.carracing.measures.sharpest_bend; it needs the project installed).
+With --variant NAME, only that variant's runs (and the expert).
 Run from the repository root: python docs/studies/final-grid/targets.py [STUDY_JSON] [--discrete] [--hairpins]
-(default: docs/studies/final-grid/study.json)"""
+[--variant NAME] (default: docs/studies/final-grid/study.json)"""
+import argparse
 import collections
 import json
-import sys
 
 SCENES = ["none", "color", "color3", "bar", "blob", "noise", "photos", "domain-randomize"]
 BLOCK = 10  # tracks per block for the laps target
 
-args = [a for a in sys.argv[1:] if a not in ("--discrete", "--hairpins")]
-discrete = "--discrete" in sys.argv
-study = json.load(open(args[0] if args else "docs/studies/final-grid/study.json"))
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("study", nargs="?", default="docs/studies/final-grid/study.json")
+parser.add_argument("--discrete", action="store_true")
+parser.add_argument("--hairpins", action="store_true")
+parser.add_argument("--variant", help="only this variant's runs")
+args = parser.parse_args()
+discrete = args.discrete
+study = json.load(open(args.study))
 episodes = collections.defaultdict(dict)  # (run, scene) -> {track: episode}
 for e in study["episodes"]:
-    episodes[(e["run"], e["level"])][e["episode_seed"]] = e
+    if args.variant is None or e["run"] == "expert" or e["variant"] == args.variant:
+        episodes[(e["run"], e["level"])][e["episode_seed"]] = e
 runs = sorted({run for run, _ in episodes}, key=lambda r: (r == "expert", r.split("/")[1] if "/" in r else r, r))
 scenes = [s for s in SCENES if any((run, s) in episodes for run in runs)]
 
@@ -77,7 +84,7 @@ for head, its in heads.items():
     print(f"| {head} | {len(its)} | {'yes' if every else 'no'} / {over:.1f}{'' if discrete else (' (>= 915)' if over >= 915 else ' (< 915)')} | "
           f"{', '.join(held) or 'none'} |")
 
-if "--hairpins" in sys.argv:
+if args.hairpins:
     from agents.carracing.measures import track_bends
     from agents.training.rounds import LOST_TILES
 
