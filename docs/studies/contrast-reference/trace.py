@@ -7,6 +7,7 @@ the simulator, so it labels wherever the policy has taken the car).
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import numpy as np
@@ -17,8 +18,12 @@ from probe import BRAKE, EXPERT_BRAKE, EXPERT_GAS, EXPERT_STEER, GAS, SPEED, STE
 
 
 def main() -> int:
-    run, seed = sys.argv[1], int(sys.argv[2])
-    before = int(sys.argv[3]) if len(sys.argv) > 3 else 40
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", help="a run folder")
+    parser.add_argument("seed", type=int, help="the track's seed")
+    parser.add_argument("before", type=int, nargs="?", default=40, help="steps shown before the wheels leave (default 40)")
+    args = parser.parse_args()
+    run, seed, before = args.run, args.seed, args.before
     env = make_env(continuous=True)
     rows, _ = labelled_episode(env, DrivingPolicy.from_run(run), seed)
     tiles = len(env.unwrapped.track)
