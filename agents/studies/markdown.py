@@ -92,7 +92,12 @@ def markdown(study: dict[str, Any], result: dict[str, Any], figures: list[str]) 
         f"{result['reps']} resamples; rebuilt from study.json alone by `nacdrive study --report DIR`.",
         "",
     ]
-    few = sorted({f"{g} ({a['runs']})" for e in result["levels"].values() for g, a in e["aggregates"].items() if g != EXPERT and a["runs"] < stats.FEW_RUNS})
+    fewest: dict[str, int] = {}  # each group's fewest runs over the levels (a run driven part way counts where it was driven)
+    for e in result["levels"].values():
+        for g, a in e["aggregates"].items():
+            if g != EXPERT:
+                fewest[g] = min(fewest.get(g, a["runs"]), a["runs"])
+    few = [f"{g} ({n})" for g, n in sorted(fewest.items()) if n < stats.FEW_RUNS]
     if few:
         lines += [f"**Fewer than {stats.FEW_RUNS} training runs** in {', '.join(few)}: their intervals are wide and their P(X > Y) coarse; "
                   "a difference between them is a hint to test with more runs, not a result.", ""]

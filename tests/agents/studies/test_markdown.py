@@ -71,3 +71,21 @@ def test_the_scene_summary_shows_each_weak_run_and_which_comparisons_separate(tm
     row = next(line for line in text.splitlines() if line.startswith("| nac > lstm | ") and "**" in line)
     clean, color = row.split(" | ")[1:3]
     assert "**" not in clean and color.startswith("**1.00 [")  # clean: no separation; color: every NAC run above every LSTM run
+
+
+def test_a_group_driven_part_way_is_named_once_with_its_fewest_runs(tmp_path):
+    """NAC's second run is driven clean only (a study stopped mid-run): the warning names nac once, with 1 run."""
+    rng = np.random.default_rng(2)
+    episodes = []
+    for seed, levels in ((0, ("none", "drop=0.4")), (1, ("none",))):
+        for level in levels:
+            for s in range(100, 104):
+                episodes.append({"run": f"base/nac/seed{seed}", "variant": "base", "head": "nac", "seed": seed, "level": level,
+                                 "episode_seed": s, "return": 900.0 + rng.normal(0, 5), "lap_finished": True})
+    runs = {e["run"]: {"done": True, "seed": e["seed"]} for e in episodes}
+    config = {"heads": ["nac"], "seeds": 2, "first_seed": 0, "variants": {"base": {}}, "demos": 3, "continuous": True,
+              "expert": "track", "episodes": 4, "seed_start": 100, "levels": ["none", "drop=0.4"]}
+    (tmp_path / "study.json").write_text(json.dumps({"format": "nacdrive-study/1", "config": config, "runs": runs, "episodes": episodes, "asked": list(runs)}))
+    build(tmp_path, reps=50)
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "**Fewer than 5 training runs** in nac (1):" in text
