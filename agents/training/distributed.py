@@ -40,6 +40,18 @@ def barrier(d: Dist) -> None:
         dist.barrier()
 
 
+def finish_distributed() -> None:
+    """End this process's part of a torchrun run: wait for every process, then destroy the process group. A process
+    that exits with it alive may abort as the interpreter shuts down (gloo's worker threads still hold tensors:
+    "terminate called without an active exception", SIGABRT), failing the whole run after its work is done. Called on
+    success only: destroying it while other processes are still in a collective would hang them."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def any_process(d: Dist, flags: list[bool], device: torch.device) -> list[bool]:
     """Each flag, true when any process raises it (processes must stop at the same step under DDP): one all-reduce."""
     if d.world <= 1:

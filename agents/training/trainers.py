@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from agents.training.bc import train_carracing
+from agents.training.distributed import finish_distributed
 from agents.training.loop import TrainConfig
 from agents.training.udacity import train_udacity
 
@@ -21,5 +22,8 @@ TRAINERS: dict[str, Trainer] = {"carracing": train_carracing, "udacity": train_u
 
 def train(cfg: TrainConfig, resume: bool = False, quiet: bool = False, restart_best: bool = False) -> dict[str, Any]:
     """Train (or resume) a run of cfg.task; returns its metrics. restart_best: on resume, "best"
-    is chosen among the checkpoints from here on (DAgger rounds)."""
-    return TRAINERS[cfg.task](cfg, resume, quiet, restart_best)
+    is chosen among the checkpoints from here on (DAgger rounds). Under torchrun it is the process's whole training:
+    its process group ends here."""
+    metrics = TRAINERS[cfg.task](cfg, resume, quiet, restart_best)
+    finish_distributed()
+    return metrics

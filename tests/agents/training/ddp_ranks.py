@@ -1,7 +1,8 @@
 """Run by torchrun in the data-parallel tests: trains the TrainConfig given as JSON (argv[1]) through
 `agents.training.trainers.train` and writes, per rank, a digest of the network's parameters after training to
 OUT/rank{R}.json (OUT the config's out), with the figures of its last validation, so that a test can compare what
-every process ended with (rank 0 alone saves weights)."""
+every process ended with (rank 0 alone saves weights), and whether its process group was still alive once `train`
+returned ("group_alive": a process that exits with it alive may abort at interpreter shutdown)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import sys
 
 import torch
+import torch.distributed as dist
 
 from agents.training import bc, loop, udacity
 from agents.training.loop import TrainConfig
@@ -41,6 +43,11 @@ def main() -> None:
 
     bc.fit = udacity.fit = fit_and_record  # the trainers call the loop by this name
     train(cfg, quiet=True)
+    path = os.path.join(top, f"rank{int(os.environ['RANK'])}.json")
+    with open(path) as f:
+        record = json.load(f)
+    with open(path, "w") as f:
+        json.dump({**record, "group_alive": dist.is_initialized()}, f)
 
 
 if __name__ == "__main__":
