@@ -23,9 +23,9 @@ named presets every job starts from. A newcomer reads this module to learn what 
 - `quickstart-discrete`: the quick start with 5 discrete actions: the network learns the front-wheel angle the
   planning expert aims at and its target speed (docs/studies/discrete-heads/).
 
-The shipped CarRacing policies (agents/pretrained/README.md) are `full-contrast` for their head (training seed 0 of the
-final grid, docs/studies/final-grid/), but `nac-mix` and `nac-mix-notime`: `full` with dagger_perturb=none (and
-net.use_time=false for the second), trained before the perturbed rollouts were the default.
+The shipped CarRacing policies (agents/pretrained/README.md) are `full-contrast-jitter-retrain` for their head
+(training seed 0 of the final grid, docs/studies/final-grid/), but `nac-mix` and `nac-mix-notime`: `full` with
+dagger_perturb=none (and net.use_time=false for the second), trained before the perturbed rollouts were the default.
 
 A job's recipe is a preset plus overrides: `nacdrive quickstart --lr 1e-4`, a study's `--variant NAME:KEY=VALUE`
 (and `preset=NAME`). What depends on the head or the action space (DAgger's beta, the windows' frame gaps: the same for
