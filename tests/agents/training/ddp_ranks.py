@@ -25,7 +25,7 @@ def digest(net: torch.nn.Module) -> str:
 
 def main() -> None:
     cfg = TrainConfig.from_dict(json.loads(sys.argv[1]))
-    fit, top = loop.fit, cfg.out
+    fit, record = loop.fit, {}
 
     def fit_and_record(task, cfg, dist_info, *args, **kwargs):  # the task's net, as this rank ends with it (k-fold: the last fold's)
         seen = {}
@@ -37,18 +37,13 @@ def main() -> None:
 
         task.validate = recorded
         out = fit(task, cfg, dist_info, *args, **kwargs)
-        with open(os.path.join(top, f"rank{dist_info.rank}.json"), "w") as f:
-            json.dump({"digest": digest(task.net), **seen}, f)
+        record.update(rank=dist_info.rank, digest=digest(task.net), **seen)
         return out
 
     bc.fit = udacity.fit = fit_and_record  # the trainers call the loop by this name
     train(cfg, quiet=True)
-    path = os.path.join(top, f"rank{int(os.environ['RANK'])}.json")
-    with open(path) as f:
-        record = json.load(f)
-    with open(path, "w") as f:
+    with open(os.path.join(cfg.out, f"rank{record['rank']}.json"), "w") as f:
         json.dump({**record, "group_alive": dist.is_initialized()}, f)
-
 
 if __name__ == "__main__":
     main()
