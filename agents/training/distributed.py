@@ -1,5 +1,6 @@
 """torchrun plumbing for the training loop: one process per GPU (or CPU processes with gloo),
-the process's rank, a barrier, sums over the processes, and any-process flags so that every process stops at the same step."""
+the process's rank, a barrier, sums over the processes, any-process flags so that every process stops at the same step,
+and the end of the process group once the training is done."""
 
 from __future__ import annotations
 

@@ -45,5 +45,6 @@ def main() -> None:
     with open(os.path.join(cfg.out, f"rank{record['rank']}.json"), "w") as f:
         json.dump({**record, "group_alive": dist.is_initialized()}, f)
 
+
 if __name__ == "__main__":
     main()
