@@ -9,7 +9,6 @@ finished stage is not redone.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,8 +28,8 @@ from agents.evaluation.evaluate import EvaluateConfig, evaluate, to_markdown, wr
 from agents.carracing.scenarios import CLEAN, check_scenario
 from agents.figures.video import RecordConfig, record_video
 from datasets.demos import DemoSet
-from nac.checkpoint import write_json
-from nac.config import need
+from nac.checkpoint import read_json, write_json
+from nac.config import at_least, check_ranges, need
 from nac.heads import head_names
 
 
@@ -49,14 +48,14 @@ class QuickstartConfig:
     # wheel, the front-wheel angle the expert plans and its target speed, driven by the pulse that steers the wheels there and
     # braking on the speed bar's speed above the target; rates, each action's rate over the steps t-R..t+R, driven by pulsing at
     # those rates; actions, the expert's action itself, driven by argmax
-    rate_window: int = 4  # with discrete_target rates: R
-    episodes: int | None = None  # expert demonstrations, seeds 1000 x seed.. (default: the preset's, 50; 30 discrete)
-    eval_episodes: int = 10  # held-out evaluation episodes, seeds eval_seed_start..
+    rate_window: int = field(default=4, metadata=at_least(1))  # with discrete_target rates: R
+    episodes: int | None = field(default=None, metadata=at_least(2))  # expert demonstrations, seeds 1000 x seed.. (default: the preset's, 50; 30 discrete)
+    eval_episodes: int = field(default=10, metadata=at_least(1))  # held-out evaluation episodes, seeds eval_seed_start..
     scenarios: list[str] = field(default_factory=list)  # the report also drives the held-out seeds in these generalization
     # scenarios (agents.carracing.scenarios), one leaderboard each beside the clean one
     eval_seed_start: int = VALIDATION_SEED  # the first held-out seed (the validation tracks; agents.carracing.seeds)
     workers: int = 0  # processes for driving; 0: up to 2
-    max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit)
+    max_steps: int = field(default=EPISODE_STEPS, metadata=at_least(1))  # steps per episode (CarRacing's limit)
     seed: int = 0  # seed of the whole job: demonstrations from seed 1000 x S, training seed S, DAgger rollouts from 1 000 000 + 1000 x S
     recipe: dict[str, Any] = field(default_factory=dict)  # overrides of the preset's recipe (agents.training.recipe.Recipe; flat
     # names or nested by part), resolved to the whole recipe
@@ -70,17 +69,14 @@ class QuickstartConfig:
         return "quickstart-discrete" if self.discrete else "quickstart"
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         self.recipe = preset_recipe(self.preset, self.recipe).to_dict()  # resolved: quickstart.json keeps what the run was trained by
         if self.episodes is None:
             self.episodes = PRESETS[self.preset].demos
-        need(self.episodes >= 2, f"episodes must be >= 2 (one is held out for validation; got {self.episodes})")
-        need(self.eval_episodes >= 1, "episode counts must be >= 1")
         for name in self.scenarios:
             check_scenario(name)
-        need(self.seed >= 0, f"seed must be >= 0 (got {self.seed})")
         need(self.discrete_target in DISCRETE_TARGETS,
              f"discrete_target must be one of {', '.join(DISCRETE_TARGETS)} (got {self.discrete_target!r})")
-        need(self.rate_window >= 1, f"rate_window must be >= 1 (got {self.rate_window})")
         self.train_config("<demos>", "<run>")  # its fields are checked now, with training's own messages, before anything runs
         self.dagger_config("<run>")  # and the DAgger rounds' (a bad --dagger-rounds would otherwise fail after the training)
         r = self.trained_by
@@ -196,8 +192,8 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
 
 
 def _report(cfg: QuickstartConfig, boards: dict[str, list[dict[str, Any]]], run: Path, data: Path, timings: dict[str, float], video: Path) -> str:
-    metrics = json.loads((run / "metrics.json").read_text())
-    dag = json.loads((run / "dagger.json").read_text())
+    metrics = read_json(run / "metrics.json")
+    dag = read_json(run / "dagger.json")
     best = metrics.get("best") or {}
     checks = any("check" in r for r in dag["rounds"])
     space = ("continuous (steer, gas, brake)" if cfg.continuous else {

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from nac.checkpoint import write_json
+from nac.checkpoint import read_json, write_json
 
 MANIFEST = "manifest.json"
 FORMAT = "nacdrive-demos/1"
@@ -126,7 +126,8 @@ def read_episode(path: str | Path) -> Episode:
     except DataError:
         raise
     except Exception as exc:  # zipfile.BadZipFile, EOFError, ValueError, ...
-        raise DataError(f"{p.name} cannot be read ({type(exc).__name__}: {exc})") from None
+        raise DataError(f"{p} cannot be read ({type(exc).__name__}: {exc}): it is cut short or damaged; 'nacdrive data check "
+                        f"{p.parent}' lists such files, and 'nacdrive collect --resume' records them again") from None
     ep.check()
     return ep
 
@@ -151,10 +152,8 @@ class DemoSet:
             raise DataError(f"{self.dir} is not a folder")
         if not path.is_file():
             raise DataError(f"{self.dir} is not a demonstration set (no {MANIFEST}); record one with 'nacdrive collect'")
-        try:
-            self.manifest: dict[str, Any] = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path} is not valid JSON ({exc})") from None
+        self.manifest: dict[str, Any] = read_json(path, "its episode files are whole: 'nacdrive data check' lists them, and "
+                                                       "'nacdrive collect' into a new folder records the set again")
         if self.manifest.get("format") != FORMAT:
             raise DataError(f"{path} has format {self.manifest.get('format')!r}, expected {FORMAT!r}")
 
@@ -206,9 +205,18 @@ class DemoSet:
 
     def recover(self) -> None:
         """After an interruption: delete half-written files (never data) and register whole
-        episode files written just before it (unreadable ones are deleted, to be recorded again)."""
+        episode files written just before it (unreadable ones are deleted, to be recorded again).
+        A listed episode whose file is gone or differs from the manifest (cut short by a copy, damaged) leaves the
+        manifest, to be recorded again; its file is kept beside, renamed *.damaged."""
         for tmp in self.temporary_files():
             tmp.unlink()
+        damaged = [e for e in self.episodes if not (self.dir / e["file"]).is_file() or sha256(self.dir / e["file"]) != e["sha256"]]
+        for e in damaged:
+            if (self.dir / e["file"]).is_file():
+                os.replace(self.dir / e["file"], self.dir / f"{e['file']}.damaged")
+            self.episodes.remove(e)
+        if damaged:
+            self.save()
         for orphan in self.orphan_files():
             try:
                 self.add(manifest_entry(orphan, read_episode(orphan)))

@@ -11,7 +11,6 @@ time, so an epoch never meets a broken file.
 from __future__ import annotations
 
 import csv
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +23,7 @@ import torch
 from torch.utils.data import Dataset
 
 from datasets.demos import DataError
+from nac.checkpoint import read_json
 
 LOG = "driving_log.csv"
 COLUMNS = ("center", "left", "right", "steering", "throttle", "brake", "speed")
@@ -173,7 +173,7 @@ def recorded_seeds(folders: Sequence[str | Path]) -> list[int]:
     for f in folders:
         p = Path(f) / SEEDS_FILE
         if p.is_file():
-            seeds.update(int(s) for s in json.loads(p.read_text()).get("seeds", []))
+            seeds.update(int(s) for s in read_json(p).get("seeds", []))
     return sorted(seeds)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
@@ -29,6 +30,34 @@ def write_json(path: str | Path, data: Any, sort_keys: bool = False) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
     os.replace(tmp, path)
+
+
+REDO = "restore it from a copy, or delete it and run the command that wrote it again"
+
+
+def read_json(path: str | Path, fix: str = REDO) -> Any:
+    """A JSON file's content, or a ConfigError naming the file, what is wrong and `fix` (what to do) when it is cut short
+    or is not JSON: a file a user copied half of, or edited by hand. A missing file raises FileNotFoundError.
+
+    The one way this project reads a JSON file it wrote (write_json)."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f", line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise ConfigError(f"{path} is cut short or is not JSON ({exc.msg if isinstance(exc, json.JSONDecodeError) else exc.reason}{where}): {fix}") from None
+
+
+def read_weights(path: str | Path, device: str = "cpu", fix: str = REDO) -> dict[str, Tensor]:
+    """The tensors of a safetensors file, or a ConfigError naming the file and `fix` when it is cut short or is not
+    safetensors (safetensors' own error is a traceback). A missing file raises FileNotFoundError."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found")
+    try:
+        return load_file(str(path), device=device)
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ConfigError(f"{path} is cut short or is not a safetensors file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}): {fix}") from None
 
 
 def save_checkpoint(directory: str | Path, config: dict[str, Any], state: dict[str, Tensor], name: str = "model") -> None:
@@ -51,11 +80,11 @@ def load_checkpoint(directory: str | Path, map_location: str = "cpu", name: str 
     for p in (cfg_path, w_path):
         if not p.is_file():
             raise FileNotFoundError(f"{p} not found: a checkpoint folder holds config.json and {name}.safetensors")
-    try:
-        config = json.loads(cfg_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{cfg_path} is not valid JSON ({exc})") from None
-    return config, load_file(str(w_path), device=map_location)
+    fix = "the checkpoint folder is damaged: copy it again, or train it again"
+    config = read_json(cfg_path, fix)
+    if not isinstance(config, dict):
+        raise ConfigError(f"{cfg_path} holds no checkpoint config (a JSON object): {fix}")
+    return config, read_weights(w_path, map_location, fix)
 
 
 def build_loaded(build: Callable[[], M], state: dict[str, Tensor], source: str | Path) -> M:

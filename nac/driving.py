@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from nac.heads import HEADS, HeadConfig, SequenceHead, build_head
-from nac.config import ConfigDict, ConfigError, need
+from nac.config import ConfigDict, ConfigError, above, at_least, between, check_ranges, need
 from nac.checkpoint import build_loaded, load_checkpoint, save_checkpoint
 
 ACTION_SPACES = ("discrete", "continuous")
@@ -69,16 +69,16 @@ class DrivingNetConfig(ConfigDict):
 
     head: str = "nac"  # sequence head, a registry name (nac.heads.head_names())
     action_space: str = "discrete"  # "discrete": 5 logits; "continuous": steer, gas, brake
-    window: int = 8  # frames the head sees (the current one and W - 1 before it)
-    frame_stride: int = 1  # steps between the window's frames
-    frame_size: int = 96  # frames are frame_size x frame_size x 3 uint8
-    d_model: int = 64  # head width
-    num_heads: int = 16  # attention heads (nac, mha)
+    window: int = field(default=8, metadata=at_least(1))  # frames the head sees (the current one and W - 1 before it)
+    frame_stride: int = field(default=1, metadata=at_least(1))  # steps between the window's frames
+    frame_size: int = field(default=96, metadata=at_least(32))  # frames are frame_size x frame_size x 3 uint8
+    d_model: int = field(default=64, metadata=at_least(1))  # head width
+    num_heads: int = field(default=16, metadata=at_least(1))  # attention heads (nac, mha)
     nac: dict[str, Any] = field(default_factory=dict)  # NAC options
     hidden: int = 64  # the dense layer after the head
-    dropout: float = 0.2  # after each conv layer and the dense layer (training only)
+    dropout: float = field(default=0.2, metadata=between(0, 1, hi_open=True))  # after each conv layer and the dense layer (training only)
     use_time: bool = True  # give heads that accept time (nac, ctrnn, cfc, ltc) each frame's time
-    time_unit: float = 1.0 / 50  # seconds per unit of head time (one CarRacing step at 50 FPS)
+    time_unit: float = field(default=1.0 / 50, metadata=above(0))  # seconds per unit of head time (one CarRacing step at 50 FPS)
     brake_gate: bool = False  # continuous: a fourth output decides whether to brake at all (the expert brakes in rare, hard
     # pulses; one regressed brake learns their mean, a small brake on every step); the brake output is then how hard
     rate_window: int = 0  # discrete: > 0, the softmax is each action's local rate (its share of the expert's actions over
@@ -88,14 +88,14 @@ class DrivingNetConfig(ConfigDict):
     # by the policy into the joint's range) and the car's speed above the expert's target speed (in excess_scale units);
     # the policy brakes when the excess is above the expert's margin, else takes the action that brings its wheels
     # nearest that angle (agents.carracing.wheel.wheel_action): what the pulses aim at, which a frame shows, rather than the pulses
-    excess_scale: float = 20.0  # wheel_target: u/s; the speed excess is learned clipped to +-this, in units of it (the sign and
+    excess_scale: float = field(default=20.0, metadata=above(0))  # wheel_target: u/s; the speed excess is learned clipped to +-this, in units of it (the sign and
     # the last u/s before braking are what matter: -80 at low speed on a straight says no more than -20)
     wheel_speed: str = field(default="excess", metadata={"choices": WHEEL_SPEEDS})  # wheel_target: what the second output is (WHEEL_SPEEDS): "excess", the car's speed above the
     # expert's target speed; "target", the expert's target speed itself, within target_speeds (a sigmoid between them), and
     # the policy's excess is the speed the frame's speed bar shows (agents.carracing.wheel.frame_speed) above it: the network then need
     # not read the bar, a few faint pixels, which networks trained on the excess misread (at a standstill they went on
     # braking: docs/studies/discrete-heads/README.md), and it cannot ask for more than the expert's top speed
-    wheel_horizon: int = 1  # wheel_target: the steps the policy's decoder looks ahead when it chooses how to steer towards
+    wheel_horizon: int = field(default=1, metadata=between(1, 4))  # wheel_target: the steps the policy's decoder looks ahead when it chooses how to steer towards
     # the angles asked (agents.carracing.wheel.WheelDecoder's horizon; 1: the nearest after this step)
     drive_average: int = 0  # > 0: when it drives, the policy sees each frame through this many random convolutions (the
     # identity mixed with Xavier weights, fixed for an episode by its seed) and averages the readouts, Lee et al. 2020's Monte
@@ -109,7 +109,7 @@ class DrivingNetConfig(ConfigDict):
     # contrast as a fourth channel (the first convolution then takes 4 channels). "contrast-scaled" (alone or after
     # "rgb+"): the contrast over its mean across the scene, so that a scene drawn in fainter or stronger colours looks as
     # the clean one does (a road twice as far from its grass in colour is not twice as bright)
-    contrast_flip: float = 0.0  # training only, with contrast or rgb+contrast: the share of frames whose contrast is
+    contrast_flip: float = field(default=0.0, metadata=between(0, 1, hi_open=True))  # training only, with contrast or rgb+contrast: the share of frames whose contrast is
     # turned over (1 - c), drawn per frame from torch's generator as dropout is: the road, a light band in the contrast
     # of a plain scene, is then seen as a dark one too, as a background busier than the road (noise, photographs) shows it
     contrast_from: str = field(default="scene", metadata={"choices": CONTRAST_FROM})  # with a contrast input, the colour
@@ -117,7 +117,7 @@ class DrivingNetConfig(ConfigDict):
     # scene, so that the road is the light band); "ahead", the median colour just in front of the car (AHEAD_ROWS,
     # AHEAD_COLS: the car's fixed place in the frame), what it drives on, so that the road is the dark band in any scene
     # where the car is on it, whatever the background: plain, noisy, photographed or recoloured
-    contrast_jitter: float = 0.0  # training only, with contrast_from "ahead": the share of frames whose contrast is measured
+    contrast_jitter: float = field(default=0.0, metadata=between(0, 1, hi_open=True))  # training only, with contrast_from "ahead": the share of frames whose contrast is measured
     # from a patch of the same size at a random place in the scene instead (drawn per frame from torch's generator, as
     # dropout's masks are), mostly grass in a plain scene. A car drifting to the road's edge in a sharp bend has the patch
     # ahead on the grass before its wheels leave the road, and the contrast turns over; weak runs stop steering there
@@ -127,34 +127,24 @@ class DrivingNetConfig(ConfigDict):
     # can be (u/s; the discrete track expert's min_speed and max_speed, agents.experts.track.TrackExpertConfig)
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         need(self.head in HEADS, f"unknown head {self.head!r}; choose one of {', '.join(HEADS)}")
         need(self.action_space in ACTION_SPACES, f"action_space must be one of {', '.join(ACTION_SPACES)} (got {self.action_space!r})")
-        need(self.window >= 1, f"window must be >= 1 (got {self.window})")
-        need(self.frame_stride >= 1, f"frame stride must be >= 1 (got {self.frame_stride})")
-        need(self.frame_size >= 32, f"frame_size must be >= 32 (got {self.frame_size})")
-        need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
-        need(self.time_unit > 0, f"time_unit must be > 0 (got {self.time_unit})")
         need(not self.brake_gate or self.action_space == "continuous", "brake_gate is for continuous actions")
-        need(self.rate_window >= 0, f"rate_window must be >= 0 (got {self.rate_window})")
         need(not self.rate_window or self.action_space == "discrete", "rate_window is for discrete actions")
         need(not self.wheel_target or self.action_space == "discrete", "wheel_target is for discrete actions")
         need(not (self.wheel_target and self.rate_window), "choose one of wheel_target and rate_window")
         need(0 <= self.strip_rows < self.frame_size, f"strip_rows must be in [0, frame_size) (got {self.strip_rows})")
-        need(0.0 <= self.contrast_flip < 1.0, f"contrast_flip must be in [0, 1) (got {self.contrast_flip})")
         need(not self.contrast_flip or self.frame_input in ("contrast", "rgb+contrast"),
              f"contrast_flip turns the contrast over (1 - c): it needs frame_input contrast or rgb+contrast (got {self.frame_input!r})")
         need(self.frame_input in FRAME_INPUTS, f"frame_input must be one of {', '.join(FRAME_INPUTS)} (got {self.frame_input!r})")
         need(self.contrast_from in CONTRAST_FROM, f"contrast_from must be one of {', '.join(CONTRAST_FROM)} (got {self.contrast_from!r})")
-        need(0.0 <= self.contrast_jitter < 1.0, f"contrast_jitter must be in [0, 1) (got {self.contrast_jitter})")
         need(not self.contrast_jitter or self.contrast_from == "ahead",
              f"contrast_jitter moves the patch the contrast is measured from: it needs contrast_from ahead (got {self.contrast_from!r})")
         need(self.contrast_from == "scene" or self.frame_input != "rgb",
              f"contrast_from is the colour a contrast input is measured from: it needs a frame_input with contrast (got {self.frame_input!r})")
-        need(self.drive_average >= 0, f"drive_average must be >= 0 (got {self.drive_average})")
-        need(self.excess_scale > 0, f"excess_scale must be > 0 (got {self.excess_scale})")
         need(self.wheel_speed in WHEEL_SPEEDS, f"wheel_speed must be one of {', '.join(WHEEL_SPEEDS)} (got {self.wheel_speed!r})")
         need(self.wheel_speed == "excess" or self.wheel_target, "wheel_speed is for wheel-angle networks (wheel_target)")
-        need(1 <= self.wheel_horizon <= 4, f"wheel_horizon must be in [1, 4] steps: the decoder knows the angles asked up to its delay, 3 steps, ahead (got {self.wheel_horizon})")
         need(self.wheel_horizon == 1 or self.wheel_target, "wheel_horizon is for wheel-angle networks (wheel_target)")
         self.target_speeds = tuple(float(v) for v in self.target_speeds)  # type: ignore[assignment]  # config.json holds a list
         need(len(self.target_speeds) == 2 and 0 <= self.target_speeds[0] < self.target_speeds[1],
@@ -337,4 +327,9 @@ class DrivingNet(nn.Module):
                 f"{source} is not a CarRacing driving run (its config.json has task {config.get('task')!r}, "
                 f"expected {TASK!r})"
             )
-        return build_loaded(lambda: cls(DrivingNetConfig.from_dict(config["net"])), state, source)
+        try:
+            net_config = DrivingNetConfig.from_dict(config["net"])
+        except ConfigError as exc:
+            raise ConfigError(f"{Path(source) / 'config.json'}: {exc}. It was written by another version of nac-drive: drive it "
+                              "with that version, or train it again with this one") from None
+        return build_loaded(lambda: cls(net_config), state, source)

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from nac.layer import NAC, NACConfig
 from nac.selection import allowed_keys
-from nac.config import ConfigDict, need
+from nac.config import ConfigDict, check_ranges, need
 
 HEADS: dict[str, Callable[["HeadConfig"], "SequenceHead"]] = {}
 _PRESETS: dict[str, dict[str, Any]] = {}
@@ -57,6 +57,7 @@ class HeadConfig(ConfigDict):
     nac: dict[str, Any] = field(default_factory=dict)  # NAC options (see NACConfig), nac* only
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         need(self.name in HEADS, f"unknown head {self.name!r}; choose one of {', '.join(HEADS)}")
         need(self.input_dim >= 1, f"input_dim must be >= 1 (got {self.input_dim})")
         need(self.d_model >= 1, f"d_model must be >= 1 (got {self.d_model})")

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nac.checkpoint import build_loaded, load_checkpoint, save_checkpoint
-from nac.config import ConfigDict, ConfigError, need
+from nac.config import ConfigDict, ConfigError, check_ranges, need
 from nac.ode import MODES, solve
 from nac.selection import KeyRule, gather, topk_exact, topk_sqrt
 from nac.wiring import MAX_SPARSITY, MIN_SPARSITY, backbone_masks, random_mask, sensory_mask
@@ -64,6 +64,7 @@ class NACConfig(ConfigDict):
     seed: int = 0  # wiring seed; projection p uses seed + p (q, k, v, backbone = 0, 1, 2, 3)
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         need(self.d_model >= 1 and self.num_heads >= 1, "d_model and num_heads must be >= 1")
         need(
             self.d_model % self.num_heads == 0,

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from nac.heads import HEADS, HeadConfig, SequenceHead, build_head
-from nac.config import ConfigDict, ConfigError, need
+from nac.config import ConfigDict, ConfigError, at_least, between, check_ranges, need
 from nac.checkpoint import build_loaded, load_checkpoint, save_checkpoint
 
 TASK = "udacity"
@@ -33,10 +33,10 @@ class PilotNetConfig(ConfigDict):
     WHAT: ClassVar[str] = "PilotNet options"
 
     head: str = "nac"  # sequence head over the feature map's columns (nac.heads.head_names()), or "dense"
-    d_model: int = 100
-    num_heads: int = 20
+    d_model: int = field(default=100, metadata=at_least(1))
+    num_heads: int = field(default=20, metadata=at_least(1))
     nac: dict[str, Any] = field(default_factory=dict)
-    dropout: float = 0.2
+    dropout: float = field(default=0.2, metadata=between(0, 1, hi_open=True))
     speed_output: bool = False  # also predict the recorded speed of each frame (a learned speed target for the bridge:
     # the recording's driver slows before a bend, which a controller reacting to the steering cannot)
     positions: bool = True  # a registry head: add a learned embedding of each column's position to its features. Without
@@ -45,8 +45,8 @@ class PilotNetConfig(ConfigDict):
     # option have none (PilotNet.from_checkpoint)
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         need(self.head in HEADS or self.head == DENSE, f"unknown head {self.head!r}; choose one of {DENSE}, {', '.join(HEADS)}")
-        need(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1) (got {self.dropout})")
         if self.head != DENSE:
             self.head_config()
 

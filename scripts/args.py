@@ -8,26 +8,36 @@ import argparse
 import json
 from typing import Any, Callable
 
-from nac.config import ConfigError
+from nac.config import NON_NEGATIVE, ConfigError, Range
 
 
 class UserError(ConfigError):
     """Something the user gave is wrong; the message says what is allowed."""
 
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """argparse type: a whole number >= minimum, with a message saying so."""
+def number(kind: type, rng: Range = NON_NEGATIVE) -> Any:
+    """argparse type for a number: a whole number (kind int) or a finite number (float) that rng allows; anything
+    else ends the command line with argparse's one line naming the flag and what is allowed. The options generated
+    from config fields take their field's Range (scripts.options); hand-written ones give theirs here."""
+    whole = kind is int
 
-    def parse(text: str) -> int:
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value: Any = int(text) if whole else float(text)
         except ValueError:
             value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        if value is None or not rng.allows(float(value), whole):
+            raise argparse.ArgumentTypeError(f"expected {rng.describe(whole)}, got {text!r}")
         return value
 
+    parse.__name__ = kind.__name__  # argparse names the type in some of its messages
+    parse.range, parse.kind = rng, kind  # type: ignore[attr-defined]  # what the option allows, for its tests
     return parse
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type: a whole number >= minimum."""
+    return number(int, Range(minimum))
 
 
 positive_int = int_at_least(1)

@@ -25,7 +25,8 @@ import types
 import typing
 from typing import Any, Iterable, Literal
 
-from scripts.args import key_value
+from nac.config import NON_NEGATIVE
+from scripts.args import key_value, number
 
 MISSING = dataclasses.MISSING
 
@@ -122,6 +123,8 @@ def _argument(name: str, hint: Any, default: Any, doc: str, unset: bool, metadat
             kw.update(nargs="?", const=metadata["const"])
     else:
         raise TypeError(f"{name}: no command-line form for {hint!r}")
+    if kw.get("type") in (int, float):
+        kw["type"] = number(kw["type"], metadata.get("range", NON_NEGATIVE))
     return kw
 
 

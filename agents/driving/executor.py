@@ -19,12 +19,17 @@ folder) by path, so every node must see those folders at the same absolute path,
 `storage_path` asks (a shared filesystem: NFS, a cloud bucket mounted alike on every node). The
 Ray path checks it before the first task (ExecutorConfig.shared): a task pinned to each node reads
 a mark the driver wrote, and a node that cannot is named in a one-line error (docs/cluster.md).
+A node that is alive but has not answered yet (busy, or still starting its workers or installing
+their environment) is waited for, with a line of progress naming it, up to `storage_wait` seconds;
+only a wrong answer, a node that died, or that wait running out refuses the work.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
+import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -51,6 +56,12 @@ class WorkItem:
     tries: int = 0
 
 
+# How long the storage check waits for a live node's first answer: a node's first task waits for a worker process,
+# which a busy node, or one installing a runtime environment, starts minutes late; a node that died is refused at once.
+STORAGE_WAIT = 1800.0
+PROGRESS_SECONDS = 10.0  # how often the storage check says which nodes it still waits for
+
+
 @dataclass
 class ExecutorConfig:
     """Where parallel work runs."""
@@ -59,10 +70,12 @@ class ExecutorConfig:
     ray: str | None = None  # Ray cluster address ("auto", "ray://host:10001"), "local" for a new local instance; None: no Ray
     retries: int = 2  # a task whose worker died is run again up to this many times
     shared: tuple[str, ...] = ()  # absolute folders the tasks read and write: on Ray, every node must see them (checked at start)
+    storage_wait: float = STORAGE_WAIT  # seconds the storage check waits for a live node's answer
 
     def __post_init__(self) -> None:
         need(self.workers >= 0, f"workers must be >= 0 (got {self.workers})")
         need(self.retries >= 0, f"retries must be >= 0 (got {self.retries})")
+        need(self.storage_wait > 0, f"storage-wait must be > 0 seconds (got {self.storage_wait})")
 
 
 class Executor:
@@ -221,37 +234,64 @@ class RayExecutor(Executor):
     def gpus_available(self) -> float:
         return float(self.ray.cluster_resources().get("GPU", 0.0))
 
-    def check_shared(self, folders: list[Path]) -> None:
-        """Every live node sees each folder at the same path and can write there, or a ConfigError
-        naming the first node that cannot (one task pinned to each node, needing no CPU)."""
+    def check_shared(self, folders: list[Path], wait: float = STORAGE_WAIT) -> None:
+        """Every live node sees each folder at the same path and can write there, or a ConfigError naming the first node
+        that cannot (one task pinned to each node, needing no CPU). A live node that has not answered yet is waited for up
+        to `wait` seconds, a line of progress on stderr naming it every PROGRESS_SECONDS; a wrong answer, or a node that
+        dies before answering, refuses at once."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         token = uuid.uuid4().hex
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
             (folder / SHARED_MARK).write_text(token)
-        nodes = [n for n in self.ray.nodes() if n.get("Alive")]
         asked = {}
-        for node in nodes:
+        for node in (n for n in self.ray.nodes() if n.get("Alive")):
             for folder in folders:
                 strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
                 ref = self._call.options(num_cpus=0, scheduling_strategy=strategy, max_retries=0).remote(_sees, (str(folder), token))
                 asked[ref] = (node, folder)
-        done, late = self.ray.wait(list(asked), num_returns=len(asked), timeout=CHECK_SECONDS)
-        problems = []
-        for ref in done:
-            node, folder = asked[ref]
-            try:
-                host, wrong = self.ray.get(ref)
-            except Exception as exc:  # the node died or could not run the check
-                host, wrong = node.get("NodeManagerHostname", "?"), f"the check failed ({type(exc).__name__})"
-            if wrong:
-                problems.append(f"node {node.get('NodeManagerAddress')} ({host}, id {node['NodeID'][:8]}): {wrong}")
-        problems += [f"node {asked[ref][0].get('NodeManagerAddress')} (id {asked[ref][0]['NodeID'][:8]}): no answer in "
-                     f"{CHECK_SECONDS:.0f} s about {asked[ref][1]}" for ref in late]
+        start = time.monotonic()
+        said = start
+        problems: list[str] = []
+        while asked and not problems:
+            done, _ = self.ray.wait(list(asked), num_returns=len(asked), timeout=min(1.0, wait))
+            for ref in done:
+                node, folder = asked.pop(ref)
+                try:
+                    host, wrong = self.ray.get(ref)
+                except Exception as exc:  # the node died or could not run the check
+                    host, wrong = node.get("NodeManagerHostname", "?"), f"the check failed ({type(exc).__name__})"
+                if wrong:
+                    problems.append(f"{_node_name(node, host)}: {wrong}")
+            alive = {n["NodeID"] for n in self.ray.nodes() if n.get("Alive")}
+            for ref, (node, folder) in list(asked.items()):
+                if node["NodeID"] not in alive:
+                    for pending in asked:
+                        self.ray.cancel(pending)
+                    raise ConfigError(f"{_node_name(node)} died before it answered whether it sees {folder}; start it again, "
+                                      "or leave it out of the cluster")
+            now = time.monotonic()
+            waiting = list(dict.fromkeys(_node_name(node) for node, _ in asked.values()))
+            if asked and not problems and now - start >= wait:
+                for ref in asked:
+                    self.ray.cancel(ref)
+                raise ConfigError(f"no answer in {wait:g} s from {len(waiting)} live node(s) about the job's folders: {', '.join(waiting)}; "
+                                  "a node that is only busy or still starting its workers answers later: give --storage-wait more seconds")
+            if asked and not problems and now - said >= PROGRESS_SECONDS:
+                said = now
+                print(f"storage check: {now - start:.0f} s, waiting for {len(waiting)} live node(s) to answer (up to --storage-wait "
+                      f"{wait:.0f} s): {', '.join(waiting)}", file=sys.stderr, flush=True)
         if problems:
+            for ref in asked:
+                self.ray.cancel(ref)
             raise ConfigError(f"{problems[0]}{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}; every node of a Ray "
                               "cluster must see the folders the tasks use at the same absolute path (a shared filesystem; docs/cluster.md)")
+
+
+def _node_name(node: dict[str, Any], host: str | None = None) -> str:
+    host = host or node.get("NodeManagerHostname", "?")
+    return f"node {node.get('NodeManagerAddress')} ({host}, id {node['NodeID'][:8]})"
 
 
 def _check_reachable(address: str) -> None:
@@ -271,7 +311,6 @@ def _call(fn: Callable[[Any], Any], arg: Any) -> Any:
 
 
 SHARED_MARK = ".nacdrive-shared"  # the file a storage check writes in each shared folder, and each node reads
-CHECK_SECONDS = 120.0  # how long the storage check waits for every node's answer
 
 
 def storage_path(path: str | Path, ray: str | None) -> str:
@@ -306,7 +345,7 @@ def make_executor(cfg: ExecutorConfig, tasks: int | None = None) -> Executor:
     if cfg.ray is not None:
         ex = RayExecutor(cfg.ray, cfg.retries)
         if cfg.shared:
-            ex.check_shared([Path(p) for p in cfg.shared])
+            ex.check_shared([Path(p) for p in cfg.shared], cfg.storage_wait)
         return ex
     workers = cfg.workers or default_workers()
     if tasks is not None:

@@ -12,8 +12,8 @@ from tqdm import tqdm
 
 from agents.carracing.env import EPISODE_STEPS
 from agents.carracing.measures import skipped_tiles, wheels_off_road
-from agents.driving.executor import ExecutorConfig, WorkItem, make_executor
-from nac.config import ConfigDict, need
+from agents.driving.executor import STORAGE_WAIT, ExecutorConfig, WorkItem, make_executor
+from nac.config import ConfigDict, above, at_least, check_ranges
 
 SOLVED = 900.0  # CarRacing counts an average of 900 as solved
 
@@ -32,19 +32,21 @@ class Rollouts(ConfigDict):
     dagger, evaluate, expert eval, study), so these options are declared here once; which tracks and how many stay each
     job's own, since they mean something different in each (demonstrations to record, rollouts per round, held-out tracks)."""
 
-    max_steps: int = EPISODE_STEPS  # steps per episode (CarRacing's limit is 1000)
+    max_steps: int = field(default=EPISODE_STEPS, metadata=at_least(1))  # steps per episode (CarRacing's limit is 1000)
     workers: int = 0  # local processes; 0: up to 2, 1: in this process
     ray: str | None = field(default=None, metadata={"const": "local", "metavar": "ADDRESS"})  # run the episodes as Ray tasks on the cluster at this
     # address (auto, ray://head:10001), or given without an address on a new local Ray instance; needs pip install
     # 'nac-drive[cluster]' (default: local processes, see --workers)
+    storage_wait: float = field(default=STORAGE_WAIT, metadata=above(0))  # with --ray: seconds to wait for a live node's answer
+    # to the check that it sees the job's folders (a busy node, or one still starting its workers, answers late; a node
+    # that dies or sees another folder is refused at once)
 
     def __post_init__(self) -> None:
-        need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
-        need(self.workers >= 0, f"workers must be >= 0 (got {self.workers})")
+        check_ranges(self)
 
     def executor(self, shared: tuple[str, ...] = ()) -> ExecutorConfig:
         """Where the episodes run; `shared`: the folders they read and write (on Ray, every node must see them)."""
-        return ExecutorConfig(self.workers, self.ray, shared=shared)
+        return ExecutorConfig(self.workers, self.ray, shared=shared, storage_wait=self.storage_wait)
 
 
 @dataclass

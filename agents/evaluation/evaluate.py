@@ -6,7 +6,6 @@ training episodes came from; the experts drive the same seeds as reference rows.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,14 +22,15 @@ from agents.evaluation.expert_eval import ExpertEvalConfig, evaluate_expert
 from agents.driving.policy import DECODERS, WEIGHTS, DrivingPolicy, check_decoder, default_decoder
 from agents.driving.executor import storage_path
 from agents.driving.rollout import EpisodeResult, Rollouts, parallel_map, run_episode, run_episodes, shares, summarize
-from nac.checkpoint import load_checkpoint, write_json
-from nac.config import ConfigError, need
+from nac.checkpoint import load_checkpoint, read_json, write_json
+from nac.driving import DrivingNet
+from nac.config import ConfigError, at_least, check_ranges, need
 
 
 @dataclass(kw_only=True)
 class EvaluateConfig(Rollouts):
     runs: list[str]  # run folders (nacdrive train / dagger, or agents/pretrained/<head>)
-    episodes: int = 50  # episodes per run
+    episodes: int = field(default=50, metadata=at_least(1))  # episodes per run
     seed_start: int = VALIDATION_SEED  # seeds seed_start, seed_start + 1, ...: the validation tracks by default; the test
     # tracks (agents.carracing.seeds.TEST_SEED on) for a result to report, driven once at the end; none may be a seed the run trained on
     weights: str = field(default="best", metadata={"choices": WEIGHTS})  # which weights of each run: best (validation) or last
@@ -47,19 +47,16 @@ class EvaluateConfig(Rollouts):
     drive_average: int | None = None  # > 0: each policy sees every frame through this many random convolutions and averages
     # the readouts (Lee et al.'s test-time Monte Carlo; agents.driving.views), 0: none; default: each run's own (its network's
     # drive_average). Costs that many times a policy's step
-    batch: int = 5  # a run's clean episodes stepped together in one process, one batched policy forward a step (perturbed
+    batch: int = field(default=5, metadata=at_least(1))  # a run's clean episodes stepped together in one process, one batched policy forward a step (perturbed
     # episodes are driven one at a time); each episode is the one it would be alone
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         super().__post_init__()
         need(bool(self.runs), "give at least one run folder")
         self.runs = [storage_path(r, self.ray) for r in self.runs]
         check_renderer(self.renderer)
         scenarios.check_scenario(self.scenario)
-        need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
-        need(self.seed_start >= 0, f"seed-start must be >= 0 (got {self.seed_start})")
-        need(self.batch >= 1, f"batch must be >= 1 (got {self.batch})")
-        need(self.drive_average is None or self.drive_average >= 0, f"drive average must be >= 0 views (got {self.drive_average})")
         if self.perturb is not None and self.perturb.strip() == perturb.CLEAN:
             self.perturb = None  # "none" names the clean level in a sweep
         if self.perturb is not None:
@@ -82,9 +79,8 @@ class RunInfo:
 def describe_run(path: str, weights: str) -> RunInfo:
     """What a run folder is, read from its config.json and metrics.json (and a check that
     its weights load)."""
-    config, _ = load_checkpoint(path, "cpu", weights)
-    if config.get("task") != "carracing" or "net" not in config:
-        raise ConfigError(f"{path} is not a CarRacing driving run (task {config.get('task')!r})")
+    config, state = load_checkpoint(path, "cpu", weights)
+    DrivingNet.from_checkpoint(config, state, path)  # a run that is no CarRacing run, or whose config or weights this version cannot build, is named before any episode
     keys = config.get("data", {}).get("episodes", [])
     train = config.get("train", {})
     selection = range(SELECT_SEED, SELECT_SEED + train.get("select_episodes", 0))  # they chose the weights: not held out
@@ -92,7 +88,7 @@ def describe_run(path: str, weights: str) -> RunInfo:
     acc = None
     metrics = Path(path) / "metrics.json"
     if metrics.is_file():
-        best = json.loads(metrics.read_text()).get("best") or {}
+        best = read_json(metrics).get("best") or {}
         acc = best.get("val_accuracy")
     return RunInfo(path, config["net"]["head"], config["net"]["action_space"], seeds, acc, default_decoder(config["net"]), config["net"])
 

@@ -10,20 +10,21 @@ from agents.carracing import scenarios
 from agents.carracing.env import CONTINUOUS, make_env
 from agents.experts import EXPERTS, check_expert, expert_needs_pixels, make_expert
 from agents.driving.rollout import EpisodeResult, Rollouts, parallel_map, run_episode, shares, summarize
-from nac.config import ConfigError
+from nac.config import ConfigError, at_least, check_ranges
 
 
 @dataclass(kw_only=True)
 class ExpertEvalConfig(Rollouts):
     expert: str = field(default="track", metadata={"choices": EXPERTS})  # which expert drives
     continuous: bool = field(default=True, metadata=CONTINUOUS)  # continuous actions (steer, gas, brake), as the shipped policies
-    episodes: int = 50  # episodes, on seeds seed_start, seed_start + 1, ...
+    episodes: int = field(default=50, metadata=at_least(1))  # episodes, on seeds seed_start, seed_start + 1, ...
     seed_start: int = 0  # the first seed
     model: str | None = None  # the PPO expert: a run folder from 'expert train' or its expert/ folder (default: the shipped one)
     scenario: str = scenarios.CLEAN  # agents.carracing.scenarios: the track expert reads the car's state, so only domain-randomize (its
     # own tracks) changes what it drives; the PPO expert sees the frames
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         super().__post_init__()
         check_expert(self.expert, self.model, self.continuous)  # name, model file, action space: before any worker starts
         scenarios.check_scenario(self.scenario)

@@ -11,7 +11,6 @@ normalisation. From scratch it needs about 4M steps, hence the warm start; `nacd
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -28,8 +27,8 @@ from tqdm import tqdm
 
 from agents.carracing.env import CONTINUOUS, EPISODE_STEPS, FAST_ID
 from agents.experts.ppo_expert import PPO_EXPORT, SIZE, SKIP, STACK, policy_kwargs
-from nac.checkpoint import write_json
-from nac.config import ConfigError, need
+from nac.checkpoint import read_json, write_json
+from nac.config import ConfigError, SIGNED, above, at_least, check_ranges, need
 
 def zoo_hyperparameters(continuous: bool) -> dict[str, Any]:
     """rl-baselines3-zoo's PPO settings for CarRacing (hyperparams/ppo.yml)."""
@@ -96,29 +95,29 @@ class PPOTrainConfig:
     # (gSDE needs them; the zoo trains continuous)
     timesteps: int = 200_000  # PPO environment steps (after frame skip) of the run in all, warm start excluded: --resume trains
     # what is left of them, on the same learning-rate schedule (give more to go on further)
-    envs: int = 8  # SubprocVecEnv workers (the zoo's 8)
+    envs: int = field(default=8, metadata=at_least(1))  # SubprocVecEnv workers (the zoo's 8)
     warm_start: str = field(default="track", metadata={"choices": ("track", "none")})  # track: behaviour-clone the track expert
     # (and DAgger rounds) before PPO, so that PPO starts from a driver; none: from scratch
-    warm_steps: int = 20_000  # expert-driven steps recorded for cloning
+    warm_steps: int = field(default=20_000, metadata=at_least(1))  # expert-driven steps recorded for cloning
     dagger_rounds: int = 6  # DAgger rounds before PPO (two left spin-outs: 2 of 50 tracks below 600; six none, on the
     # validation and the test tracks; docs/studies/ppo-expert/)
-    dagger_steps: int = 10_000  # policy-driven steps per DAgger round
-    bc_epochs: int = 5  # passes over the aggregated data per round
+    dagger_steps: int = field(default=10_000, metadata=at_least(1))  # policy-driven steps per DAgger round
+    bc_epochs: int = field(default=5, metadata=at_least(1))  # passes over the aggregated data per round
     value_steps: int = 8192  # with a warm start: steps the warm-started policy drives (sampled, as PPO's rollouts) to
     # pre-fit PPO's value function on its own discounted returns before the first update (0: no pre-fit)
-    value_epochs: int = 5  # passes of the value pre-fit over those steps
+    value_epochs: int = field(default=5, metadata=at_least(1))  # passes of the value pre-fit over those steps
     shared_features: bool = False  # the critic on the policy's own CNN, as the zoo has it. Apart (the default), the critic
     # has its own copy, the warm start's once the cloning is done, and the value loss cannot move the features the actions
     # read: shared, a warm-started run's CNN moved 3-13 % in 20 000 steps and most of its actions' change came through it
     # (docs/studies/ppo-expert/)
-    warm_log_std: float = -3.5  # continuous, with a warm start: gSDE's exploration log std once the cloning is done, before
+    warm_log_std: float = field(default=-3.5, metadata=SIGNED)  # continuous, with a warm start: gSDE's exploration log std once the cloning is done, before
     # the value pre-fit and PPO's rollouts. At the zoo's -2.0 the warm start's sampled driving crashed (206 mean on held-out
     # seeds 30000..30005 against 924 deterministic; -3.0: 882, -4.0: 924), so PPO learnt from a policy that was not the
     # warm start's and undid it (921.8 -> 358.4 at its first evaluation, 20 000 steps)
-    learning_rate: float = 1e-4  # PPO's learning rate at the start, decaying linearly to 0 at --timesteps (the zoo's 1e-4).
+    learning_rate: float = field(default=1e-4, metadata=above(0))  # PPO's learning rate at the start, decaying linearly to 0 at --timesteps (the zoo's 1e-4).
     # From a warm start one Adam step of PPO's loss at 1e-4 moved the policy by an approximate KL of 1.58 on a rollout of
     # its own, at 1e-5 0.020, at 3e-6 0.0019 (ten steps: 3.76, 0.038, 0.0095; docs/studies/ppo-expert/)
-    target_kl: float | None = None  # stop an update's epochs once its approximate KL from the rollout's policy passes 1.5x this
+    target_kl: float | None = field(default=None, metadata=above(0))  # stop an update's epochs once its approximate KL from the rollout's policy passes 1.5x this
     # (SB3's target_kl; unset: the zoo's 10 epochs whatever the KL). From a warm start gSDE's noise is small (log std
     # -3.5), so a small change of the mean is a large KL: the updates of a run without it reached an approximate KL of
     # 8-13 with 87-96 % of the samples clipped in its first 20 000 steps (docs/studies/ppo-expert/)
@@ -126,26 +125,19 @@ class PPOTrainConfig:
     # frame labelled by the track expert (DAgger on the states PPO visits, an anchor to the expert that the policy gradient
     # lacks); 0: PPO alone. One pass at the zoo's learning rate did not hold a warm start (920.0 -> 51.0 at 20 000 steps, PPO
     # alone 773.7; docs/studies/ppo-expert/)
-    eval_every: int = 20_000  # steps between evaluations on held-out seeds
-    eval_episodes: int = 5  # episodes per evaluation
+    eval_every: int = field(default=20_000, metadata=at_least(1))  # steps between evaluations on held-out seeds
+    eval_episodes: int = field(default=5, metadata=at_least(1))  # episodes per evaluation
     eval_seed: int = 30_000  # the eval callback's first held-out seed
-    checkpoint_every: int = 20_000  # steps between checkpoints
+    checkpoint_every: int = field(default=20_000, metadata=at_least(1))  # steps between checkpoints
     seed: int = 0  # PPO's seed
     device: str = "cpu"  # SB3's CnnPolicy on 64x64 frames trains about as fast on CPU
     max_steps: int = EPISODE_STEPS  # steps per episode
 
     def __post_init__(self) -> None:
-        need(self.timesteps >= 0, "timesteps must be >= 0")
-        need(self.envs >= 1, "envs must be >= 1")
+        check_ranges(self)
         if self.warm_start is None:  # runs saved before the option was text
             self.warm_start = "none"
         need(self.warm_start in ("track", "none"), f"warm start must be track or none (got {self.warm_start!r})")
-        need(self.warm_steps >= 1 and self.dagger_steps >= 1 and self.bc_epochs >= 1, "warm-start sizes must be >= 1")
-        need(self.learning_rate > 0, f"learning rate must be > 0 (got {self.learning_rate})")
-        need(self.target_kl is None or self.target_kl > 0, f"target KL must be > 0 (got {self.target_kl})")
-        need(self.anchor_epochs >= 0, f"anchor epochs must be >= 0 (got {self.anchor_epochs})")
-        need(self.value_steps >= 0 and self.value_epochs >= 1, "value_steps must be >= 0 and value_epochs >= 1")
-        need(self.eval_every >= 1 and self.checkpoint_every >= 1 and self.eval_episodes >= 1, "eval and checkpoint intervals must be >= 1")
 
 
 def run_policy_kwargs(continuous: bool, shared_features: bool) -> dict[str, Any]:
@@ -395,12 +387,12 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
     if resume:
         if not (out / "config.json").is_file():
             raise ConfigError(f"nothing to resume in {out}: no PPO run there")
-        cfg = PPOTrainConfig(**{**json.loads((out / "config.json").read_text())["train"], "timesteps": cfg.timesteps})
+        cfg = PPOTrainConfig(**{**read_json(out / "config.json")["train"], "timesteps": cfg.timesteps})
     elif out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty; use --resume to continue the PPO run there, or another --out")
     out.mkdir(parents=True, exist_ok=True)
     logs = [p for p in (out / LOG, out / "log.json") if p.is_file()]  # log.json: runs from before the name
-    log: dict[str, Any] = json.loads(logs[0].read_text()) if logs else {}
+    log: dict[str, Any] = read_json(logs[0]) if logs else {}
     hyper = zoo_hyperparameters(cfg.continuous)
     write_json(out / "config.json", {"train": asdict(cfg), "hyperparameters": hyper})
 

@@ -5,7 +5,6 @@ agents.experts.ppo, which trains it with stable-baselines3: driving needs none o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from gymnasium.wrappers import GrayscaleObservation, ResizeObservation
 from safetensors.torch import load_model
 from torch import nn
 
+from nac.checkpoint import read_json
 from nac.config import ConfigError
 
 SKIP, SIZE, STACK = 2, 64, 2  # the zoo's pipeline: decide every 2nd step on 2 stacked 64x64 grey frames
@@ -45,7 +45,7 @@ def find_export(model: str | Path | None, continuous: bool | None = None) -> Pat
     if not (d / "config.json").is_file() or not (d / "policy.safetensors").is_file():
         raise ConfigError(f"{model} holds no exported PPO expert (config.json + policy.safetensors from 'nacdrive expert train')")
     try:
-        trained_continuous = bool(json.loads((d / "config.json").read_text())["continuous"])
+        trained_continuous = bool(read_json(d / "config.json")["continuous"])
     except (ValueError, KeyError, TypeError):
         raise ConfigError(f"{d / 'config.json'} is not a PPO expert's config (no 'continuous' entry)") from None
     if continuous is not None and continuous != trained_continuous:
@@ -65,7 +65,7 @@ class PPOExpert:
         from stable_baselines3.common.policies import ActorCriticCnnPolicy
 
         d = find_export(model_dir, bool(env.unwrapped.continuous))
-        self.config = json.loads((d / "config.json").read_text())
+        self.config = read_json(d / "config.json")
         self.env = env
         obs_space = gym.spaces.Box(0, 255, (STACK, SIZE, SIZE), np.uint8)
         self.policy = ActorCriticCnnPolicy(

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from agents.experts import make_expert
 from agents.driving.policy import DrivingPolicy
 from agents.figures.saliency import saliency
 from nac.checkpoint import write_json
-from nac.config import need
+from nac.config import at_least, check_ranges
 
 COLOURS = {"noop": "#999999", "right": "#d62728", "left": "#1f77b4", "gas": "#2ca02c", "brake": "#ff7f0e"}
 
@@ -39,13 +39,12 @@ class ExplainConfig:
     run: str  # the run folder
     out: str  # the folder for the figures
     seed: int = VALIDATION_SEED  # the track's seed (the first held-out one by default)
-    max_steps: int = EPISODE_STEPS  # steps of the episode
+    max_steps: int = field(default=EPISODE_STEPS, metadata=at_least(1))  # steps of the episode
     scenario: str = CLEAN  # what the frames show (agents.carracing.scenarios)
-    saliency_frames: int = 12  # frames of the saliency grid, evenly spaced over the episode
+    saliency_frames: int = field(default=12, metadata=at_least(1))  # frames of the saliency grid, evenly spaced over the episode
 
     def __post_init__(self) -> None:
-        need(self.max_steps >= 1, f"max-steps must be >= 1 (got {self.max_steps})")
-        need(self.saliency_frames >= 1, f"saliency frames must be >= 1 (got {self.saliency_frames})")
+        check_ranges(self)
 
 
 def _nac_step_details(policy: DrivingPolicy) -> dict[str, np.ndarray] | None:

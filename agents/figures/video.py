@@ -28,6 +28,7 @@ from agents.carracing.seeds import VALIDATION_SEED
 from agents.experts import EXPERTS, make_expert
 from agents.driving.policy import DrivingPolicy
 from agents.figures.saliency import saliency
+from nac.config import at_least, check_ranges
 
 SCALE = 4  # 96 px camera -> 384 px
 CAM = 96 * SCALE
@@ -220,10 +221,13 @@ class RecordConfig:
     expert: str | None = field(default=None, metadata={"choices": EXPERTS})  # an expert to record, alone or beside a run
     continuous: bool = field(default=True, metadata=CONTINUOUS)  # the expert's action space when no run is given (runs bring their own)
     seed: int = VALIDATION_SEED  # the track's seed (the first held-out one by default)
-    episodes: int = 1  # consecutive seeds, one after another in the same video
-    max_steps: int = EPISODE_STEPS  # steps per episode
+    episodes: int = field(default=1, metadata=at_least(1))  # consecutive seeds, one after another in the same video
+    max_steps: int = field(default=EPISODE_STEPS, metadata=at_least(1))  # steps per episode
     saliency: bool = True  # blend a Grad-CAM saliency map over the camera
     scenario: str = CLEAN  # what the frames show (agents.carracing.scenarios)
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
 
 
 def record_video(cfg: RecordConfig) -> dict[str, Any]:

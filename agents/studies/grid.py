@@ -20,7 +20,7 @@ from agents.training.collect import DemosRecipe
 from agents.training.loop import TASKS
 from agents.training.dagger_config import FIRST_SEED
 from agents.training.udacity import TURN_SLOWDOWN
-from nac.config import ConfigError, need
+from nac.config import ConfigError, at_least, between, check_ranges, need
 from nac.heads import HEADS
 from nac.pilotnet import DENSE
 
@@ -38,25 +38,26 @@ class StudyConfig(Rollouts):
     # its own, as 'drive' + 'sim' do (recipe keys: epochs, lr, batch_size, val_fraction, net.*; heads include dense)
     heads: list[str] = field(default_factory=lambda: ["nac", "lstm"], metadata={"choices": lambda: [*HEADS, DENSE]})  # sequence
     # heads (nac.heads; udacity also dense, PilotNet's own layers)
-    seeds: int = 3  # training seeds per head and variant: first_seed .. first_seed + seeds - 1
+    seeds: int = field(default=3, metadata=at_least(1))  # training seeds per head and variant: first_seed .. first_seed + seeds - 1
     first_seed: int = 0  # the first training seed
     variants: dict[str, dict[str, Any]] = field(default_factory=lambda: {"base": {}})  # name -> overrides of the full recipe
-    demos: int = 50  # expert demonstrations (seeds 0 .. demos - 1), recorded once and shared
+    demos: int = field(default=50, metadata=at_least(2))  # expert demonstrations (seeds 0 .. demos - 1), recorded once and shared
     continuous: bool = field(default=True, metadata=CONTINUOUS)  # continuous actions
     expert: str = field(default="track", metadata={"choices": EXPERTS})  # who demonstrates and labels DAgger rollouts: track, the
     # privileged track follower, or ppo, the shipped PPO expert
-    episodes: int = 50  # held-out episodes per run at the clean level
-    perturb_episodes: int | None = None  # held-out episodes per run at each perturbation level: the first ones of the clean
+    episodes: int = field(default=50, metadata=at_least(1))  # held-out episodes per run at the clean level
+    perturb_episodes: int | None = field(default=None, metadata=at_least(1))  # held-out episodes per run at each perturbation level: the first ones of the clean
     # level's seeds (default: episodes)
     seed_start: int = VALIDATION_SEED  # the first held-out seed: the validation tracks by default; the test tracks
     # (agents.carracing.seeds.TEST_SEED on) for a result to report, driven once at the end
     levels: list[str] = field(default_factory=lambda: [CLEAN])  # conditions: "none" (clean), a scenario (agents.carracing.scenarios), a
     # perturbation (agents.carracing.perturb) or SCENARIO+PERTURBATION (agents.carracing.perturb.parse_level)
-    speed: float | None = None  # udacity: the bridge's target speed in mph (drive --speed; default: the speed a run predicts,
+    speed: float | None = field(default=None, metadata=between(0, 40, lo_open=True))  # udacity: the bridge's target speed in mph (drive --speed; default: the speed a run predicts,
     # net.speed_output=true, else 20)
-    turn_slowdown: float = TURN_SLOWDOWN  # udacity, with speed: the target drops by this share at full steering lock (drive --turn-slowdown)
+    turn_slowdown: float = field(default=TURN_SLOWDOWN, metadata=between(0, 1, hi_open=True))  # udacity, with speed: the target drops by this share at full steering lock (drive --turn-slowdown)
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         super().__post_init__()
         self.out = storage_path(self.out, self.ray)
         need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
@@ -71,10 +72,7 @@ class StudyConfig(Rollouts):
             for name, overrides in self.variants.items():
                 extra = sorted(set(overrides) - UDACITY_FIELDS)
                 need(not extra, f"variant {name!r}: {', '.join(extra)} not a recipe field of PilotNet runs (udacity: {', '.join(sorted(UDACITY_FIELDS))})")
-            need(self.speed is None or 0 < self.speed <= 40, f"speed must be in (0, 40] mph (got {self.speed})")
-            need(0 <= self.turn_slowdown < 1, f"turn slowdown must be in [0, 1) (got {self.turn_slowdown})")
         need(len(set(self.heads)) == len(self.heads), "a head is given twice")
-        need(self.seeds >= 1 and self.first_seed >= 0, "seeds must be >= 1 and first_seed >= 0")
         need(bool(self.variants), "give at least one variant")
         for name, overrides in self.variants.items():
             recipe = Recipe.from_dict(overrides)
@@ -85,8 +83,6 @@ class StudyConfig(Rollouts):
                         net_config(recipe.train_config("<demos>", "<run>", head=h, seed=0, continuous=self.continuous), "continuous" if self.continuous else "discrete")
                     except ConfigError as e:
                         raise ConfigError(f"variant {name!r} with head {h}: {e}") from None
-        need(self.demos >= 2, f"demos must be >= 2 (one episode is held out for validation; got {self.demos})")
-        need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
         need(self.perturb_episodes is None or 1 <= self.perturb_episodes <= self.episodes,
              f"perturb-episodes must be in 1..episodes ({self.episodes}; got {self.perturb_episodes})")
         need(self.seed_start >= self.demos, f"seed-start must be >= {self.demos}: the held-out seeds may not be demonstration seeds")
@@ -95,7 +91,6 @@ class StudyConfig(Rollouts):
         for level in self.levels:
             perturb.parse_level(level)
         need(len(set(self.levels)) == len(self.levels), "a level is given twice")
-        need(self.max_steps >= 1, "max_steps must be >= 1")
 
     def runs(self) -> list[dict[str, Any]]:
         """Every run of the grid, seed-major: the first seed of every head comes first, so that

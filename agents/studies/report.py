@@ -12,7 +12,6 @@ stats.FEW_RUNS runs.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ import numpy as np
 from agents.carracing.perturb import CLEAN
 from agents.driving.rollout import lost_to_skip
 from agents.studies import plots
-from agents.studies.store import EXPERT
-from nac.checkpoint import write_json
+from agents.studies.store import EXPERT, STUDY_FIX
+from nac.checkpoint import read_json, write_json
 from nac.config import ConfigError
 from agents.studies.markdown import markdown, offline_key
 from agents.studies.aggregates import aggregates, performance_profiles, probability_of_improvement
@@ -36,7 +35,7 @@ def load(path: str | Path) -> dict[str, Any]:
     f = p / "study.json" if p.is_dir() else p
     if not f.is_file():
         raise FileNotFoundError(f"{f} not found: give a study folder (nacdrive study --out DIR) or its study.json")
-    data = json.loads(f.read_text())
+    data = read_json(f, STUDY_FIX)
     if not str(data.get("format", "")).startswith("nacdrive-study/"):
         raise ConfigError(f"{f} is not a study file")
     return data

@@ -3,7 +3,6 @@ episode, keyed so that none is counted twice; read from older versions' files to
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -11,11 +10,13 @@ from typing import Any
 from agents.studies.grid import StudyConfig
 from agents.studies.recipe import LEGACY_RECIPE, stored_recipe
 from agents.training.recipe import Recipe
-from nac.checkpoint import write_json
+from nac.checkpoint import read_json, write_json
 from nac.config import need
 
 FORMAT = "nacdrive-study/1"
 STUDY_FILE = "study.json"
+STUDY_FIX = ("it holds the study's figures and episodes: restore it from a copy, or start the study again in another --out "
+             "(finished run folders are not read from it)")
 EXPERT = "expert"  # the run key and head of the expert's reference episodes, and their group in a report
 
 
@@ -25,7 +26,7 @@ class StudyFile:
     def __init__(self, cfg: StudyConfig) -> None:
         self.path = Path(cfg.out) / STUDY_FILE
         if self.path.is_file():
-            self.data = json.loads(self.path.read_text())
+            self.data = read_json(self.path, STUDY_FIX)
             need(self.data.get("format") == FORMAT, f"{self.path} is not a study file ({FORMAT})")
             # a study from before "recipes" was stored: its variants' overrides on the defaults of that time
             self.data.setdefault("recipes", {v: {**LEGACY_RECIPE, **o} for v, o in self.data["config"]["variants"].items()})

@@ -16,7 +16,6 @@ The report (agents.studies.report) is rebuilt from study.json alone.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import resource
 import shutil
@@ -45,6 +44,7 @@ from agents.studies.store import EXPERT, StudyFile
 from agents.training.trainers import train
 from agents.training.loop import TrainConfig
 from datasets.demos import DemoSet
+from nac.checkpoint import read_json
 from nac.config import ConfigError, TrainingDiverged, need
 
 
@@ -83,8 +83,8 @@ def train_run(job: dict[str, Any]) -> dict[str, Any]:
 
     with quiet_bars():
         guard = train_attempts(recipe.retrain, run, job["seed"], train_once, max_steps=job["max_steps"])
-    dag = json.loads((run / "dagger.json").read_text()) if recipe.dagger.rounds else {"rounds": []}
-    metrics = json.loads((run / "metrics.json").read_text())
+    dag = read_json(run / "dagger.json") if recipe.dagger.rounds else {"rounds": []}
+    metrics = read_json(run / "metrics.json")
     best = metrics.get("best") or {}
     checks = [dag.get("bc_check")] + [r.get("check") for r in dag["rounds"]] if dag["rounds"] else []
     return {

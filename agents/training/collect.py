@@ -19,7 +19,7 @@ from agents.experts import EXPERTS, check_expert, make_expert
 from agents.driving.executor import storage_path
 from agents.driving.rollout import EpisodeResult, Rollouts, parallel_map, run_episode
 from datasets.demos import DataError, DemoSet, Episode, write_episode
-from nac.config import ConfigDict, ConfigError, need
+from nac.config import ConfigDict, ConfigError, at_least, between, check_ranges, need
 
 
 @dataclass
@@ -29,14 +29,14 @@ class DemosRecipe(ConfigDict):
 
     WHAT = "demonstration fields"
 
-    noise: float = 0.0  # continuous: the car executes the expert's steering plus a slowly varying offset of this std, the
+    noise: float = field(default=0.0, metadata=between(0, 1))  # continuous: the car executes the expert's steering plus a slowly varying offset of this std, the
     # recorded action stays the expert's, so the demonstrations show recoveries (DART)
     scene: str = CLEAN  # what the frames show while the expert drives (agents.carracing.scenarios.SCENARIOS; it reads the car's
     # state and drives any): domain-randomize trains under gymnasium's randomised colours. A run's DAgger rollouts drive the
     # scene of its demonstrations
 
     def __post_init__(self) -> None:
-        need(0.0 <= self.noise <= 1.0, f"noise must be in [0, 1] (got {self.noise})")
+        check_ranges(self)
         check_scenario(self.scene)
 
 
@@ -48,7 +48,7 @@ class CollectConfig(DemosRecipe, Rollouts):
     out: str  # the demonstration folder; an existing one that is not empty is refused unless resume or append
     expert: str = field(default="track", metadata={"choices": EXPERTS})  # which expert drives: track, the privileged track
     # follower (with discrete actions it plans 40 steps ahead before each action), or ppo, the shipped PPO expert
-    episodes: int = 20  # episodes to record (with resume: the set's planned total is kept)
+    episodes: int = field(default=20, metadata=at_least(1))  # episodes to record (with resume: the set's planned total is kept)
     continuous: bool = field(default=True, metadata=CONTINUOUS)  # continuous actions (steer, gas, brake), as the shipped policies
     seed_start: int | None = None  # first seed (default 0, or after the set's last with append)
     resume: bool = False  # complete an interrupted collection into `out`
@@ -56,6 +56,7 @@ class CollectConfig(DemosRecipe, Rollouts):
     model: str | None = None  # the PPO expert's run folder (default: the shipped one)
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         DemosRecipe.__post_init__(self)
         Rollouts.__post_init__(self)
         self.out = storage_path(self.out, self.ray)

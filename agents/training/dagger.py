@@ -20,7 +20,6 @@ a round drives) agents.training.rounds'.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict
 from functools import partial
@@ -41,7 +40,7 @@ from agents.driving.policy import DrivingPolicy
 from agents.carracing import perturb as perturbations
 from agents.driving.rollout import parallel_map, run_episode, run_episodes
 from datasets.demos import DemoSet
-from nac.checkpoint import write_json
+from nac.checkpoint import read_json, write_json
 from nac.config import ConfigError
 from agents.training.mixing import BatchMixedDriver, MixedDriver
 from agents.training.rounds import (average_rounds, check_weights, clean_mean_return, copy_weights, drives_perturbed, keep_round_weights,
@@ -93,7 +92,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     config_path = run / "config.json"
     if not config_path.is_file():
         raise ConfigError(f"{run} is not a training run (no config.json); train one with 'nacdrive train'")
-    saved = json.loads(config_path.read_text())
+    saved = read_json(config_path)
     if saved.get("task") != "carracing" or "train" not in saved:
         raise ConfigError(f"{run} is not a CarRacing training run")
     if not (run / "train_state.json").is_file():
@@ -101,7 +100,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     continuous = saved["net"]["action_space"] == "continuous"
     data_dir = run / "dagger"
     state_path = run / "dagger.json"
-    state = json.loads(state_path.read_text()) if state_path.is_file() else {"rounds": []}
+    state = read_json(state_path) if state_path.is_file() else {"rounds": []}
     # the rollouts show what the run's demonstrations showed
     scene = training_scene([d for d in TrainConfig.from_dict(saved["train"]).moved_to(run).data if Path(d) != data_dir])
     if not data_dir.is_dir():
@@ -147,7 +146,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         done = [e for e in demos.episodes if e["seed"] in set(seeds)]
         returns = [e["return"] for e in done]
         # continue the same run on the data plus the rollouts, for `epochs` (or `minutes`) more
-        train_state = json.loads((run / "train_state.json").read_text())
+        train_state = read_json(run / "train_state.json")
         tc = TrainConfig.from_dict(saved["train"])
         if "target" not in state["rounds"][r - 1]:
             target = {
@@ -177,7 +176,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
         if perturbed:  # the rollouts driven under the perturbation, apart
             state["rounds"][r - 1]["perturbed_mean_return"] = float(np.mean(perturbed))
         write_json(state_path, state)
-        saved = json.loads(config_path.read_text())
+        saved = read_json(config_path)
     if cfg.select != "last":
         select_round(cfg, run, state, r)
     elif state.pop("selected", None) is not None:

@@ -10,7 +10,7 @@ from agents.experts import EXPERTS, check_expert
 from agents.driving.executor import storage_path
 from agents.carracing import perturb as perturbations
 from agents.driving.rollout import Rollouts
-from nac.config import ConfigDict, ConfigError, need
+from nac.config import ConfigDict, ConfigError, above, at_least, between, check_ranges, need
 
 
 FIRST_SEED = DAGGER_SEED  # DAgger rollouts use seeds from here on (agents.carracing.seeds)
@@ -34,11 +34,11 @@ class DaggerRecipe(ConfigDict):
     skips: bool = False  # with until and check: a check episode that skipped a tile (drove past it, never touched it: the way
     # weak runs lose laps, docs/studies/recipe-reliability) also calls another round; the lost-track rule lets such a lap
     # through, and a slow lap on a long track skips no tile
-    episodes: int = 10  # policy rollouts per round
-    beta: float | None = None  # round r executes the expert's action with probability beta ** r (0: the policy drives alone).
+    episodes: int = field(default=10, metadata=at_least(1))  # policy rollouts per round
+    beta: float | None = field(default=None, metadata=between(0, 1, hi_open=True))  # round r executes the expert's action with probability beta ** r (0: the policy drives alone).
     # Default: the recipe's for the run's head and action space, 0.5 for NAC and discrete runs, 0.3 for the other heads (recipe_beta)
-    epochs: int = 2  # training epochs added per round
-    average: int = 1  # > 1: the weights the run leaves (which an evaluation drives) are the mean of its last K rounds' own best
+    epochs: int = field(default=2, metadata=at_least(1))  # training epochs added per round
+    average: int = field(default=1, metadata=at_least(1))  # > 1: the weights the run leaves (which an evaluation drives) are the mean of its last K rounds' own best
     # weights, from round 2 on (stochastic weight averaging, Izmailov et al. 2018); each round's rollouts and check are driven
     # by its own weights, kept in RUN/rounds/. 1: the last round's own
     select: str = field(default="last", metadata={"choices": SELECTS})  # the weights the run leaves: last, the last round's own
@@ -50,8 +50,8 @@ class DaggerRecipe(ConfigDict):
     # only where it drives better; a run that needed no extra round keeps its last round's, nothing driven. Extra rounds
     # called by one lost check track can leave a run worse than its planned last round (docs/studies/dagger-extra-rounds/)
     select_episodes: int = 50  # with select drive: the selection tracks each candidate round's weights drive
-    minutes: float | None = None  # also stop a round's training after this many minutes
-    bend: float = 0.0  # > 0: the rollouts drive only tracks with a bend of at least this many degrees within 12 segments
+    minutes: float | None = field(default=None, metadata=above(0))  # also stop a round's training after this many minutes
+    bend: float = field(default=0.0, metadata=between(0, 180, hi_open=True))  # > 0: the rollouts drive only tracks with a bend of at least this many degrees within 12 segments
     # (agents.carracing.measures.sharpest_bend; 150: hairpins, about one track in six), the next `episodes` of them from seed_start
     # on each round: the policy's own states where it loses tracks, labelled. 0: every track
     off_road_steps: int = 0  # > 0: a rollout ends once all four wheels have been off the road this many steps in a row: the
@@ -65,28 +65,18 @@ class DaggerRecipe(ConfigDict):
     # run trained on gaps of 1..J, none for regular windows
 
     def __post_init__(self) -> None:
-        need(self.rounds >= 0, f"rounds must be >= 0 (0: behaviour cloning alone; got {self.rounds})")
-        need(self.until >= 0, f"until must be >= 0 (a return; 0: no extra rounds; got {self.until})")
+        check_ranges(self)
         need(not self.until or self.max_rounds > self.rounds,
              f"with until, max-rounds (the most rounds in all) must be more than rounds ({self.rounds}; "
              + (f"got {self.max_rounds})" if self.max_rounds else "none given)"))
-        need(self.check >= 0, f"check must be >= 0 (episodes; 0: judge the rollouts; got {self.check})")
         need(not self.skips or (self.until and self.check >= 1), f"skips judges the check episodes: it needs until > 0 and check >= 1 "
                                                                  f"(got until {self.until}, check {self.check})")
-        need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
-        need(0.0 <= self.bend < 180.0, f"bend must be in [0, 180) degrees (0: every track; got {self.bend})")
-        need(self.beta is None or 0.0 <= self.beta < 1.0, f"beta must be in [0, 1) (got {self.beta})")
-        need(self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
-        need(self.average >= 1, f"average must be >= 1 (rounds; 1: a round's own weights; got {self.average})")
         need(self.select in SELECTS, f"select must be one of {', '.join(SELECTS)} (got {self.select!r})")
         need(self.select != "check" or (self.check >= 1 and self.average == 1),
              f"select check needs check >= 1 episodes and average 1 (got check {self.check}, average {self.average})")
         need(self.select != "drive" or (self.until > 0 and self.average == 1 and self.select_episodes >= 1),
              f"select drive chooses among the extra rounds: it needs until > 0, average 1 and select episodes >= 1 "
              f"(got until {self.until}, average {self.average}, select episodes {self.select_episodes})")
-        need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
-        need(self.off_road_steps >= 0, f"off-road steps must be >= 0 (got {self.off_road_steps})")
-        need(self.takeover >= 0, f"takeover must be >= 0 u/s (got {self.takeover}; 0 turns the gate off)")
         if self.perturb not in ("auto", perturbations.CLEAN):
             try:
                 perturbations.parse(self.perturb)
@@ -104,6 +94,7 @@ class DaggerConfig(DaggerRecipe, Rollouts):
     seed_start: int = FIRST_SEED  # rollout seeds: seed_start + (r - 1) * episodes + i in round r
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         DaggerRecipe.__post_init__(self)
         Rollouts.__post_init__(self)
         self.run = storage_path(self.run, self.ray)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import math
 import os
 import time
@@ -35,15 +34,15 @@ from typing import Any, Iterator, Protocol
 import numpy as np
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import Tensor, nn
 from tqdm import tqdm
 
 from agents.training.augment import AUGMENTS, check_augment
 from agents.training.distributed import Dist, any_process, barrier
 from agents.carracing.env import EPISODE_STEPS
-from nac.checkpoint import write_json
-from nac.config import ConfigDict, ConfigError, TrainingDiverged, need
+from nac.checkpoint import read_json, read_weights, write_json
+from nac.config import ConfigDict, ConfigError, TrainingDiverged, above, at_least, between, check_ranges, need
 from nac.heads import head_names
 from nac.pilotnet import DENSE
 
@@ -68,18 +67,18 @@ class CloningRecipe(ConfigDict):
 
     WHAT = "behaviour-cloning fields"
 
-    epochs: int | None = None  # passes over the training data (default: carracing 4, udacity 10; no limit with minutes)
-    minutes: float | None = None  # stop after this much training time (summed over resumed sessions; a cap makes the result
+    epochs: int | None = field(default=None, metadata=at_least(1))  # passes over the training data (default: carracing 4, udacity 10; no limit with minutes)
+    minutes: float | None = field(default=None, metadata=above(0))  # stop after this much training time (summed over resumed sessions; a cap makes the result
     # depend on the machine's speed)
-    window: int = 8  # carracing: frames per window, labelled with the expert's action at the last one
-    stride_jitter: int | None = None  # carracing: > 1 draws each gap between a window's frames from 1..J steps (true timestamps
+    window: int = field(default=8, metadata=at_least(1))  # carracing: frames per window, labelled with the expert's action at the last one
+    stride_jitter: int | None = field(default=None, metadata=at_least(1))  # carracing: > 1 draws each gap between a window's frames from 1..J steps (true timestamps
     # kept), so that heads told the frames' times learn the timing of dropped or late frames. Default: the recipe's for the
     # action space (agents.training.bc.frame_gaps: 3 for every head with continuous actions, else 1)
-    regular_share: float | None = None  # carracing, with stride_jitter > 1: this share of windows keeps regular gaps (default: the
+    regular_share: float | None = field(default=None, metadata=between(0, 1))  # carracing, with stride_jitter > 1: this share of windows keeps regular gaps (default: the
     # recipe's, 0.5 where the jitter is 3 by default, else 0)
     arrival_windows: bool = False  # carracing: a step a policy decided on in a perturbed DAgger rollout ('dagger --perturb') is
     # trained on the window it saw there, with the gaps its frames really came at, instead of gaps drawn afresh (needs frame_stride 1)
-    shift: int = 0  # carracing: random image shifts of up to this many pixels, the same for a chunk of steps (DrQ / RAD)
+    shift: int = field(default=0, metadata=between(0, 16))  # carracing: random image shifts of up to this many pixels, the same for a chunk of steps (DrQ / RAD)
     augment: str = field(default="none", metadata={"metavar": "|".join(AUGMENTS)})  # carracing: an augmentation against visual
     # shift, drawn per chunk of steps on half of them, above the instrument strip: jitter (brightness, contrast, saturation, hue),
     # randconv (a random 3x3 convolution, Lee et al. 2020), randmix (the same mixed with the identity by a random share, as
@@ -93,10 +92,10 @@ class CloningRecipe(ConfigDict):
     # scale-free: agents.training.bc.feature_match; SVEA trains on both views)
     select_episodes: int = 0  # carracing: > 0 keeps as best the weights that drive best over this many closed-loop episodes
     # (selection seeds, the same at every validation) instead of those with the lowest validation loss
-    lr: float = 1e-4  # Adam's learning rate, the paper's 1e-4
-    ema: float = 0.0  # > 0: validate and save an exponential moving average of the weights, this decay per step (0.999: a
+    lr: float = field(default=1e-4, metadata=above(0))  # Adam's learning rate, the paper's 1e-4
+    ema: float = field(default=0.0, metadata=between(0, 1, hi_open=True))  # > 0: validate and save an exponential moving average of the weights, this decay per step (0.999: a
     # half-life of about 700 steps); the optimizer still steps the raw weights
-    batch_size: int = 32  # windows (carracing) or images (udacity) per step, the paper's 32
+    batch_size: int = field(default=32, metadata=at_least(1))  # windows (carracing) or images (udacity) per step, the paper's 32
     loss: str = field(default="mse", metadata={"choices": LOSSES})  # carracing, continuous actions: squared error (the conditional
     # mean) or absolute error (the conditional median: no constant small brake where the expert brakes in rare pulses)
     balance: str = field(default="auto", metadata={"choices": BALANCE})  # carracing: class imbalance by a weighted loss (weights),
@@ -104,31 +103,19 @@ class CloningRecipe(ConfigDict):
     # a regression by action class biases the mean action)
     turn_weight: float = 0.0  # carracing, wheel-angle networks (net wheel_target): the angle's squared error weighted by 1 + W x how
     # fast the expert's planned angle turns there (0 on a straight or a steady bend, about 0.35 where a bend turns into the other way)
-    val_fraction: float = 0.2  # share of episodes (carracing) or sessions (udacity) held out for validation
+    val_fraction: float = field(default=0.2, metadata=between(0, 1, lo_open=True, hi_open=True))  # share of episodes (carracing) or sessions (udacity) held out for validation
     net: dict[str, Any] = field(default_factory=dict)  # network options (nac.driving.DrivingNetConfig, nac.pilotnet.PilotNetConfig),
     # e.g. {"use_time": false, "nac": {"mode": "euler"}}
 
     def __post_init__(self) -> None:
-        need(self.epochs is None or self.epochs >= 1, f"epochs must be >= 1 (got {self.epochs})")
-        need(self.minutes is None or self.minutes > 0, f"minutes must be > 0 (got {self.minutes})")
-        need(self.batch_size >= 1, f"batch size must be >= 1 (got {self.batch_size})")
-        need(self.lr > 0, f"learning rate must be > 0 (got {self.lr})")
-        need(self.window >= 1, f"window must be >= 1 (got {self.window})")
-        need(self.stride_jitter is None or self.stride_jitter >= 1, f"stride jitter must be >= 1 (got {self.stride_jitter})")
-        need(self.select_episodes >= 0, f"select_episodes must be >= 0 (got {self.select_episodes})")
-        need(0 <= self.shift <= 16, f"shift must be in 0..16 pixels (got {self.shift})")
+        check_ranges(self)
         check_augment(self.augment)
-        need(self.consistency >= 0, f"consistency must be >= 0 (got {self.consistency})")
         need(not self.consistency or self.augment != "none", "consistency compares a clean and an augmented view: give --augment too")
-        need(self.regular_share is None or 0.0 <= self.regular_share <= 1.0, f"regular share must be in [0, 1] (got {self.regular_share})")
         need(self.balance in BALANCE, f"balance must be one of {', '.join(BALANCE)} (got {self.balance!r})")
         need(self.loss in LOSSES, f"loss must be one of {', '.join(LOSSES)} (got {self.loss!r})")
-        need(self.turn_weight >= 0, f"turn weight must be >= 0 (got {self.turn_weight})")
         need(isinstance(self.net, dict), "net must be a JSON object of network options")
         need(not self.turn_weight or bool(self.net.get("wheel_target")),
              "turn weight weights the wheel angle's error: it is for wheel-angle networks (--wheel-target, net.wheel_target)")
-        need(0 < self.val_fraction < 1, f"validation fraction must be between 0 and 1 (got {self.val_fraction})")
-        need(0.0 <= self.ema < 1.0, f"ema decay must be in [0, 1) (got {self.ema})")
 
 
 @dataclass(kw_only=True)
@@ -143,11 +130,11 @@ class TrainConfig(CloningRecipe):
     # brightness as augmentation)
     head: str = field(default="nac", metadata={"choices": lambda: [*head_names(), DENSE]})  # the sequence head (nac.heads);
     # dense: PilotNet's own dense layers (udacity only)
-    frame_stride: int = 1  # carracing: steps between a window's frames
-    select_steps: int = EPISODE_STEPS  # carracing: steps per selection episode
-    chunk: int = 8  # carracing: consecutive steps per group in a batch, sharing their frames
+    frame_stride: int = field(default=1, metadata=at_least(1))  # carracing: steps between a window's frames
+    select_steps: int = field(default=EPISODE_STEPS, metadata=at_least(1))  # carracing: steps per selection episode
+    chunk: int = field(default=8, metadata=at_least(1))  # carracing: consecutive steps per group in a batch, sharing their frames
     val_episodes: list[str] | None = None  # carracing: the held-out episodes ("folder:seed"); drawn at start, saved in the run
-    folds: int = 1  # carracing: > 1 is k-fold cross-validation by episode, one sub-run per fold
+    folds: int = field(default=1, metadata=at_least(1))  # carracing: > 1 is k-fold cross-validation by episode, one sub-run per fold
     device: str = "auto"  # auto (cuda when present), cpu, cuda, cuda:N
     prefetch: int = 2  # batches prepared ahead of the step, in a thread of their own (0: each when the step asks for it);
     # their host memory pinned where the device is a GPU
@@ -155,24 +142,19 @@ class TrainConfig(CloningRecipe):
     # CUDA, fp32 on CPU), fp32, bf16 (autocast to bfloat16, no loss scaling; CPUs too) or fp16 (autocast to float16 with a
     # loss scaler, whose state the resumable checkpoint keeps)
     seed: int = 0  # seed of the split, the initial weights, the batch order, dropout and augmentation
-    checkpoint_seconds: float = 60.0  # how often the resumable state is written
+    checkpoint_seconds: float = field(default=60.0, metadata=above(0))  # how often the resumable state is written
     init_from: str | None = None  # carracing: start from this run's best weights (the same network)
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         super().__post_init__()
         need(self.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {self.task!r})")
         need(bool(self.data), "give at least one data folder (--data)")
         need(len(set(map(os.path.abspath, self.data))) == len(self.data), "a data folder is given twice")
-        need(self.chunk >= 1, f"chunk must be >= 1 (got {self.chunk})")
-        need(self.frame_stride >= 1, f"frame stride must be >= 1 (got {self.frame_stride})")
         need(not self.arrival_windows or self.frame_stride == 1,
              f"--arrival-windows cuts the windows a policy saw step by step, so it needs --frame-stride 1 (got {self.frame_stride})")
-        need(self.select_steps >= 1, f"select_steps must be >= 1 (got {self.select_steps})")
-        need(self.folds >= 1, f"folds must be >= 1 (got {self.folds})")
         need(self.folds == 1 or self.task == "carracing", "--folds is for the carracing task")
-        need(self.checkpoint_seconds > 0, "checkpoint_seconds must be > 0")
         need(self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
-        need(self.prefetch >= 0, f"prefetch must be >= 0 batches (got {self.prefetch})")
 
     @property
     def max_epochs(self) -> float:
@@ -242,8 +224,8 @@ def _save_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, counters:
 
 
 def _load_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, ema: nn.Module | None = None) -> dict[str, Any]:
-    counters = json.loads((run / f"{STATE}.json").read_text())
-    tensors = load_file(str(run / f"{STATE}.{counters['slot']}.safetensors"))
+    counters = read_json(run / f"{STATE}.json")
+    tensors = read_weights(run / f"{STATE}.{counters['slot']}.safetensors")
     net.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     if ema is not None:
         averaged = {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}
@@ -267,7 +249,7 @@ def prepare_run(cfg: TrainConfig, resume: bool) -> TrainConfig:
     if resume:
         if not saved.is_file():
             raise ConfigError(f"nothing to resume in {run}: it holds no training run")
-        data = json.loads(saved.read_text())
+        data = read_json(saved)
         if data.get("task") != cfg.task or "train" not in data:
             raise ConfigError(f"{run} is not a {cfg.task} training run (task {data.get('task')!r}); cannot resume it")
         old = TrainConfig.from_dict(data["train"]).moved_to(run)
@@ -457,7 +439,7 @@ def _fit(task: Trainable, cfg: TrainConfig, dist_info: "Dist", device: torch.dev
         if scaler.is_enabled() and counters.get("scaler"):  # the loss scale where the run stopped, not the initial one
             scaler.load_state_dict(counters["scaler"])
         counters.setdefault("best_score", counters.pop("best_val_loss", None))  # states written before the rename
-        history = json.loads((run / "metrics.json").read_text()).get("history", []) if (run / "metrics.json").is_file() else []
+        history = read_json(run / "metrics.json").get("history", []) if (run / "metrics.json").is_file() else []
         counters["done"] = False  # a larger budget may have been given
         if restart_best:
             counters["best_score"] = None

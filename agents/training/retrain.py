@@ -15,16 +15,15 @@ so that a recipe's retrain fields are never ignored."""
 
 from __future__ import annotations
 
-import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from agents.carracing.seeds import SELECT_SEED
 from agents.training.rounds import drive_weights
-from nac.checkpoint import write_json
-from nac.config import ConfigDict, need
+from nac.checkpoint import read_json, write_json
+from nac.config import ConfigDict, at_least, check_ranges, need
 
 STATE = "retrain.json"
 ATTEMPTS = "attempts"  # RUN/attempts/k: attempt k's run folder
@@ -43,12 +42,11 @@ class RetrainRecipe(ConfigDict):
     # seed, until an attempt drives them at least this well or `attempts` were trained, and the run keeps the attempt that
     # drove them best (an earlier one wins a tie). 0: one attempt, nothing driven
     attempts: int = 3  # with below: the most attempts in all
-    episodes: int = 50  # with below: the selection tracks each attempt drives
+    episodes: int = field(default=50, metadata=at_least(1))  # with below: the selection tracks each attempt drives
 
     def __post_init__(self) -> None:
-        need(self.below >= 0, f"below must be >= 0 (a mean return; 0: no retraining; got {self.below})")
+        check_ranges(self)
         need(self.attempts >= 2 or not self.below, f"attempts (the most in all, with below) must be >= 2 (got {self.attempts})")
-        need(self.episodes >= 1, f"episodes must be >= 1 (got {self.episodes})")
 
 
 def attempt_folder(run: Path, k: int) -> Path:
@@ -62,7 +60,7 @@ def attempt_seed(seed: int, k: int) -> int:
 def read_state(run: Path) -> dict[str, Any] | None:
     """RUN/retrain.json (None: the run was trained without the guard)."""
     path = run / STATE
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_json(path) if path.is_file() else None
 
 
 def train_attempts(guard: RetrainRecipe, run: Path, seed: int, train_once: Callable[[Path, int], None], max_steps: int, workers: int = 1,

@@ -10,14 +10,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from agents.carracing.env import EPISODE_STEPS
 from agents.carracing.seeds import CHECK_SEED, SELECT_SEED
 from agents.carracing.measures import seeds_with_bend
 from agents.evaluation.evaluate import EvaluateConfig, evaluate
 from agents.carracing import perturb as perturbations
-from nac.checkpoint import write_json
+from nac.checkpoint import read_weights, write_json
 from agents.training.dagger_config import DaggerConfig
 
 
@@ -90,7 +90,7 @@ def average_rounds(run: Path, rounds: list[int]) -> None:
     """best.safetensors := the mean of these rounds' kept weights (the wirings' masks are float tensors, the same in every round,
     so their mean is themselves; integer tensors, which these networks have none of, are kept as the first round's). By hand:
     torch.optim.swa_utils averages a model's weights as training goes, not files."""
-    states = [load_file(str(round_weights(run, k))) for k in rounds]
+    states = [read_weights(round_weights(run, k)) for k in rounds]
     mean = {key: torch.stack([s[key].double() for s in states]).mean(0).to(v.dtype) if v.is_floating_point() else v
             for key, v in states[0].items()}
     tmp = run / ".best.safetensors.tmp"

@@ -10,7 +10,6 @@ are augmented, deterministically under (seed, epoch, index).
 from __future__ import annotations
 
 import functools
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,7 +27,7 @@ from agents.training.distributed import Dist, init_distributed, summed
 from agents.training.loop import TrainConfig, fit, prepare_run, to_device
 from datasets.demos import DataError
 from datasets.udacity import UdacityDataset, preprocess, read_logs, recorded_seeds, split_by_session
-from nac.checkpoint import load_checkpoint
+from nac.checkpoint import load_checkpoint, read_json
 from nac.pilotnet import SPEED_MAX, PilotNet, PilotNetConfig
 
 # How the bridge drives a run that does not predict its speed: toward a fixed target speed that drops by a share at
@@ -130,7 +129,7 @@ def training_tracks(run: str | Path) -> list[int]:
     p = Path(run) / "config.json"
     if not p.is_file():
         return []
-    config = json.loads(p.read_text())
+    config = read_json(p)
     if "tracks" in config.get("data", {}):
         return [int(s) for s in config["data"]["tracks"]]
     return recorded_seeds(config.get("train", {}).get("data", []))

@@ -44,5 +44,5 @@ def test_mismatches_and_missing_files_are_one_sentence(tmp_path):
         load_checkpoint(tmp_path / "README.md")
     save_checkpoint(tmp_path / "r", {}, net.state_dict())
     (tmp_path / "r" / "config.json").write_text("{broken")
-    with pytest.raises(ConfigError, match="is not valid JSON"):
+    with pytest.raises(ConfigError, match="is cut short or is not JSON"):
         load_checkpoint(tmp_path / "r")

@@ -68,7 +68,7 @@ def test_recording_with_noise_drifts_the_car_and_keeps_the_experts_labels(tmp_pa
     clean, noisy = ([s.steering for s in rows[n]] for n in (0.0, 0.5))
     assert len(clean) == len(noisy) == 60 and clean[0] == noisy[0]  # the same start; the offset acts from the first step on
     assert np.abs(np.array(clean) - np.array(noisy)).max() > 0.05  # the drifted car's expert steers otherwise: back to its line
-    with pytest.raises(ConfigError, match="noise must be in"):
+    with pytest.raises(ConfigError, match="noise must be a number in"):
         SimConfig(noise=2.0)
 
 

@@ -39,7 +39,7 @@ def test_a_udacity_study_trains_pilotnet_heads_and_drives_them_through_the_bridg
     assert "- base: epochs=1, lr=" in text and "dagger" not in text  # the recipe as PilotNet runs have it: no DAgger fields
     with pytest.raises(ConfigError, match="no --perturb"):
         StudyConfig(out="x", task="udacity", levels=["none", "drop=0.2"])
-    with pytest.raises(ConfigError, match=r"turn slowdown must be in \[0, 1\) \(got 1.0\)"):
+    with pytest.raises(ConfigError, match=r"turn-slowdown must be a number in \[0, 1\) \(got 1.0\)"):
         StudyConfig(out="x", task="udacity", turn_slowdown=1.0)
     with pytest.raises(ConfigError, match="dagger_rounds not a recipe field of PilotNet runs"):
         StudyConfig(out="x", task="udacity", variants={"b": {"dagger_rounds": 0}})

@@ -2,7 +2,8 @@
 `ray start`, each with its own temporary directory and one CPU. A study loses its worker node
 midway (its raylet killed by its process id) and finishes with every run and episode, finished runs
 not redone, nothing counted twice; a node that cannot see the study folder (in a private mount
-namespace with an empty folder over it) is named before the first task."""
+namespace with an empty folder over it) is named before the first task; a node that is alive but slow to start
+its workers is waited for, not refused."""
 
 from __future__ import annotations
 
@@ -117,6 +118,48 @@ def test_a_node_that_cannot_see_the_study_folder_is_named_before_any_task(cluste
         alive = [n for n in ray.nodes() if n["Alive"]]
         [worker] = [n for n in alive if "node:__internal_head__" not in n["Resources"]]
         assert len(alive) == 2 and f"id {worker['NodeID'][:8]}" in str(exc.value) and "more" not in str(exc.value)  # the worker alone
+    finally:
+        ray.shutdown()
+        os.environ.pop("RAY_AUTH_MODE", None)
+
+
+# Python starts a Ray worker process through site, so a sitecustomize on the worker node's PYTHONPATH delays each of
+# its workers as a busy node, or one installing a runtime environment, does
+SLOW_START = """
+import os, time
+if b"default_worker.py" in open("/proc/self/cmdline", "rb").read():
+    time.sleep(float(os.environ["SLOW_START_SECONDS"]))
+"""
+
+
+def test_a_node_slow_to_start_its_workers_is_waited_for_not_refused(cluster, tmp_path, capfd):
+    import ray
+
+    from agents.driving.executor import PROGRESS_SECONDS, ExecutorConfig, make_executor
+
+    address, _, _, start_worker = cluster
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_START)
+    delay = 3 * PROGRESS_SECONDS
+    # the raylet would kill a worker that takes over a minute to register: the node's own limit, raised as a slow node's is
+    start_worker(["env", f"PYTHONPATH={site}", f"SLOW_START_SECONDS={delay}", "RAY_worker_register_timeout_seconds=600"])
+    started = time.monotonic()
+    folder = tmp_path / "study"
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    try:
+        # a wait shorter than the node's start is refused, and the error names the node as alive and the setting to raise
+        with pytest.raises(ConfigError, match=r"no answer in 2 s from [12] live node\(s\) about the job's folders: .*give --storage-wait more seconds") as exc:
+            make_executor(ExecutorConfig(ray=address, shared=(str(folder),), storage_wait=2))
+        alive = [n for n in ray.nodes() if n["Alive"]]
+        [worker] = [n for n in alive if "node:__internal_head__" not in n["Resources"]]
+        assert f"id {worker['NodeID'][:8]}" in str(exc.value) and "every node of a Ray cluster must see" not in str(exc.value)
+        capfd.readouterr()
+        # the default waits for it, saying which node it waits for, and passes once the node's workers are up
+        make_executor(ExecutorConfig(ray=address, shared=(str(folder),)))
+        assert time.monotonic() - started >= delay
+        err = capfd.readouterr().err
+        assert "waiting for 1 live node(s) to answer" in err and f"id {worker['NodeID'][:8]}" in err, err[-2000:]
     finally:
         ray.shutdown()
         os.environ.pop("RAY_AUTH_MODE", None)

@@ -119,5 +119,5 @@ def test_drive_average_drives_each_run_through_random_convolutions_when_asked(tw
                                                drive_average=m))[0] for m in (None, 2))
     assert plain["drive_average"] == 0 and averaged["drive_average"] == 2
     assert ev.run_policy(two_runs[0], "best", None, 3).average == 3 and ev.run_policy(two_runs[0], "best", None).average == 0
-    with pytest.raises(ConfigError, match="drive average must be >= 0 views"):
+    with pytest.raises(ConfigError, match=r"drive-average must be a whole number in 0\.\."):
         EvaluateConfig(runs=two_runs, drive_average=-1)

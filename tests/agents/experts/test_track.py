@@ -210,7 +210,7 @@ def test_wheel_steer_plans_its_wheels_over_the_angles_asked():
     assert decoder(0.2, -10.0) == 2 and decoder.aim == 0.2  # before the delay is up, the first output stands in
     with pytest.raises(ValueError, match="horizon must be in"):
         WheelDecoder(delay=2, horizon=4)
-    with pytest.raises(ConfigError, match="wheel_horizon must be in"):
+    with pytest.raises(ConfigError, match="wheel-horizon must be a whole number in 1..4"):
         DrivingNetConfig(action_space="discrete", wheel_target=True, wheel_horizon=5)
     with pytest.raises(ConfigError, match="wheel_horizon is for wheel-angle networks"):
         DrivingNetConfig(action_space="discrete", wheel_horizon=2)

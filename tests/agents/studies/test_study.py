@@ -46,7 +46,7 @@ def test_each_demonstration_noise_and_scene_records_its_own_set(tmp_path):
         assert train["data"] == [str(tmp_path / "s" / demos)]
     with pytest.raises(ConfigError, match="noise .DART. drifts the steering of continuous actions"):
         tiny(tmp_path, continuous=False, variants={"dart": {**quick, "noise": 0.2}})
-    with pytest.raises(ConfigError, match=r"noise must be in \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"noise must be a number in \[0, 1\]"):
         parse_variant("x:noise=2")
 
 

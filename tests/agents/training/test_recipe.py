@@ -62,7 +62,7 @@ def test_older_spellings_read_and_round_trip():
     old = {**Recipe().flat(), "dagger_off_road": 30}  # a recipe stored before the field took DaggerConfig's name
     del old["dagger_off_road_steps"]
     assert Recipe.from_dict(old).dagger.off_road_steps == 30
-    with pytest.raises(ConfigError, match="the DAgger rounds' beta must be in"):
+    with pytest.raises(ConfigError, match="the DAgger rounds' beta must be a number in"):
         Recipe.from_flat({"dagger_beta": 1.5})
 
 
