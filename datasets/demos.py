@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from nac.checkpoint import read_json, write_json
+from nac.checkpoint import read_json, replace_file, write_json
 
 MANIFEST = "manifest.json"
 FORMAT = "nacdrive-demos/1"
@@ -92,7 +92,7 @@ def write_episode(directory: str | Path, episode: Episode, extra: dict[str, Any]
             np.savez_compressed(f, seed=np.int64(episode.seed), **{name: getattr(episode, name) for name in ARRAYS}, **after)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, final)
+        replace_file(tmp, final, "episode")
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

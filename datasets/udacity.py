@@ -96,7 +96,9 @@ def read_log(path: str | Path) -> Recording:
     folder = p.parent
     samples, skipped = [], []
     with open(p, newline="", encoding="utf-8-sig") as f:
-        rows = list(csv.reader(f, skipinitialspace=True))
+        text = f.read()
+    torn = bool(text) and not text.endswith(("\n", "\r"))  # a recording killed mid-row: its last line has no line end
+    rows = list(csv.reader(text.splitlines(keepends=True), skipinitialspace=True))
     if rows and rows[0] and rows[0][0].strip().lower() == "center":
         start = 1  # Udacity's sample data has a header
     else:
@@ -104,6 +106,9 @@ def read_log(path: str | Path) -> Recording:
     session, last_t = 0, None
     for n, row in enumerate(rows[start:], start=start + 1):
         if not row or all(not c.strip() for c in row):
+            continue
+        if torn and n == len(rows):  # its last field may be cut short and still parse (a speed of 12.3 for 12.3456)
+            skipped.append((str(p), n, "the last row is cut short (no line end): the recording was interrupted"))
             continue
         if len(row) < len(COLUMNS):
             skipped.append((str(p), n, f"{len(row)} fields, expected {len(COLUMNS)}"))
@@ -121,7 +126,9 @@ def read_log(path: str | Path) -> Recording:
                     why = f"image {PureWindowsPath(raw.strip()).name or '(empty)'} not found"
                 continue
             data = resolved.read_bytes()
-            if cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) is None:
+            # a JPEG cut short still decodes (libjpeg fills the rest grey): one that lacks its end marker is broken
+            cut = data[:2] == b"\xff\xd8" and not data.rstrip(b"\0")[-2:] == b"\xff\xd9"
+            if cut or cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) is None:
                 if cam == "center":
                     why = f"image {resolved.name} does not decode"
                 continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,15 +22,57 @@ from nac.config import ConfigError
 M = TypeVar("M", bound=nn.Module)
 
 
+CRASH_AT = "NACDRIVE_CRASH_AT"  # environment: the process kills itself at its N-th crash point (the fault harness)
+CRASH_LOG = "NACDRIVE_CRASH_LOG"  # environment: a file each crash point appends its name to (the harness counts them)
+_crash_points = 0
+
+
+def crash_point(name: str) -> None:
+    """A place where the process may die and every file must still be whole or unread: between a temporary file and
+    its rename, between weights and the JSON beside them, between a recorded frame and its row. Nothing happens
+    unless the fault harness (tests/test_faults.py) set CRASH_AT or CRASH_LOG; with CRASH_AT=N the N-th point this
+    process reaches kills it with SIGKILL, as a power cut or the kernel's OOM killer would: no handler runs."""
+    global _crash_points
+    at, log = os.environ.get(CRASH_AT), os.environ.get(CRASH_LOG)
+    if at is None and log is None:
+        return
+    _crash_points += 1
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{name}\n")
+    if at is not None and _crash_points == int(at):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def replace_file(tmp: Path, path: Path, what: str) -> None:
+    """Rename a whole temporary file onto its final name, atomically (os.replace), with crash points on either side."""
+    crash_point(f"{what} written")
+    os.replace(tmp, path)
+    crash_point(f"{what} in place")
+
+
+def write_bytes(path: str | Path, data: bytes, what: str = "file") -> None:
+    """Write a file atomically (a temporary file beside it, then rename): a reader finds it whole or not at all."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    replace_file(tmp, path, what)
+
+
+def holds_anything(folder: str | Path) -> bool:
+    """Whether a folder exists and holds something besides the temporary files of writes a kill cut short (".NAME.tmp",
+    never read, see write_bytes): a folder a job was killed in before its first file was whole is an empty one."""
+    folder = Path(folder)
+    return folder.is_dir() and any(not (p.name.startswith(".") and p.name.endswith(".tmp")) for p in folder.iterdir())
+
+
 def write_json(path: str | Path, data: Any, sort_keys: bool = False) -> None:
     """Write JSON atomically (a temporary file, then rename): readers never see half a file.
 
     The one way this project writes a JSON file; the parent folder is created if missing."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
-    os.replace(tmp, path)
+    write_bytes(path, (json.dumps(data, indent=2, sort_keys=sort_keys) + "\n").encode(), path.name)
 
 
 REDO = "restore it from a copy, or delete it and run the command that wrote it again"
@@ -61,14 +104,16 @@ def read_weights(path: str | Path, device: str = "cpu", fix: str = REDO) -> dict
 
 
 def save_checkpoint(directory: str | Path, config: dict[str, Any], state: dict[str, Tensor], name: str = "model") -> None:
-    """Write `config.json` and `<name>.safetensors` into directory (created if missing)."""
+    """Write `config.json` and `<name>.safetensors` into directory (created if missing), each atomically."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tensors = {key: value.detach().cpu().contiguous() for key, value in state.items()}
+    # the config first: it does not change over a run's saves, so a kill between the two leaves the weights before with
+    # it, or (at the first save) a config without weights, which a loader refuses by name and --resume recognises
+    write_json(d / "config.json", config, sort_keys=True)
     tmp = d / f".{name}.safetensors.tmp"
     save_file(tensors, str(tmp))
-    tmp.replace(d / f"{name}.safetensors")
-    write_json(d / "config.json", config, sort_keys=True)
+    replace_file(tmp, d / f"{name}.safetensors", f"{name}.safetensors")
 
 
 def load_checkpoint(directory: str | Path, map_location: str = "cpu", name: str = "model") -> tuple[dict[str, Any], dict[str, Tensor]]:

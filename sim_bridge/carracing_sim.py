@@ -26,7 +26,7 @@ from agents.experts.track import TrackFollowingExpert
 from agents.driving.rollout import SOLVED, run_episode, shares, summarize
 from agents.carracing.scenarios import CLEAN
 from datasets.udacity import SEEDS_FILE
-from nac.checkpoint import write_json
+from nac.checkpoint import crash_point, holds_anything, write_bytes, write_json
 from nac.config import ConfigError
 from sim_bridge.config import SimConfig
 from sim_bridge.standin import STATS_EVENT, UnityLikeClient, telemetry_fields
@@ -50,7 +50,7 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
     """Training mode: the expert drives; write the simulator's recording format."""
     assert cfg.record is not None
     out = Path(cfg.record).resolve()
-    if out.exists() and any(out.iterdir()):
+    if holds_anything(out):
         raise ConfigError(f"{out} is not empty; record into a new folder (nothing is ever overwritten)")
     client = connect(cfg) if cfg.policy_share else None
     (out / "IMG").mkdir(parents=True, exist_ok=True)
@@ -74,9 +74,11 @@ def record_training(cfg: SimConfig) -> dict[str, Any]:
                 action = np.asarray(expert.select_action(None), dtype=np.float32)  # the label: what the expert would do
                 stamp = clock.strftime("%Y_%m_%d_%H_%M_%S_%f")[:-3]
                 path = out / "IMG" / f"center_{stamp}.jpg"
-                cv2.imwrite(str(path), cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
+                write_bytes(path, cv2.imencode(".jpg", cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))[1].tobytes(), "recorded frame")
                 speed = car_state(env).speed * MPH_PER_UNIT
                 log.write(f"{path}, , , {float(action[0]):.6f}, {float(action[1]):.6f}, {float(action[2]):.6f}, {speed:.4f}\n")
+                log.flush()  # each row whole, or cut without its line end by a kill (the loader skips such a row)
+                crash_point("recorded row")
                 rows += 1
                 clock += timedelta(milliseconds=1000 / 15)  # the simulator records about 15 frames per second
                 if client is not None:  # the policy sees every frame (a head with state needs them all), drives some

@@ -34,6 +34,7 @@ import cv2
 import numpy as np
 import socketio
 
+from nac.checkpoint import crash_point, holds_anything, write_bytes
 from nac.config import ConfigError
 from agents.training.udacity import DRIVE_SPEED, TURN_SLOWDOWN
 from sim_bridge.config import BridgeConfig
@@ -142,7 +143,7 @@ class DriveRecorder:
 
     def __init__(self, directory: str | Path) -> None:
         self.dir = Path(directory).resolve()
-        if self.dir.exists() and any(self.dir.iterdir()):
+        if holds_anything(self.dir):
             raise ConfigError(f"{self.dir} is not empty; record into a new folder (nothing is ever overwritten)")
         (self.dir / "IMG").mkdir(parents=True, exist_ok=True)
         self._csv = open(self.dir / "driving_log.csv", "a", newline="")
@@ -151,10 +152,11 @@ class DriveRecorder:
     def add(self, jpeg: bytes, steering: float, throttle: float, speed: float) -> None:
         stamp = datetime.now().strftime("%Y_%m_%d_%H_%M_%S_%f")[:-3]
         path = self.dir / "IMG" / f"center_{stamp}_{self.rows:06d}.jpg"
-        path.write_bytes(jpeg)
+        write_bytes(path, jpeg, "recorded frame")  # whole before its row names it
         brake = max(0.0, -throttle)
         self._csv.write(f"{path}, , , {steering:.6f}, {max(0.0, throttle):.6f}, {brake:.6f}, {speed:.4f}\n")
-        self._csv.flush()
+        self._csv.flush()  # a row is written whole or, cut by a kill, without its line end (the loader skips such a row)
+        crash_point("recorded row")
         self.rows += 1
 
     def close(self) -> None:

@@ -1,6 +1,9 @@
 """Shared fixtures: tiny demonstration sets recorded by the project's own collector; a lock for the
-tests that start or stop Ray."""
+tests that start or stop Ray; `--load N`, the suite on a loaded machine."""
 
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -8,6 +11,30 @@ import pytest
 from filelock import FileLock
 
 from agents.training.collect import CollectConfig, collect
+
+
+def pytest_addoption(parser):
+    parser.addoption("--load", type=int, default=0, metavar="N",
+                     help="run the suite beside N CPU-bound processes, as on a loaded machine; its time limits (tests/limits.py, "
+                          "pytest-timeout's) scale by 1 + 2 N / cores unless NACDRIVE_TEST_SLOWDOWN says otherwise")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-timeout reads its limit
+def pytest_configure(config):
+    load = config.getoption("--load")
+    if not load or hasattr(config, "workerinput"):  # xdist's workers inherit the controller's load and its scale
+        return
+    os.environ.setdefault("NACDRIVE_TEST_SLOWDOWN", f"{1 + 2 * load / (os.cpu_count() or 1):g}")
+    limit = config.getoption("timeout", None) or config.getini("timeout")
+    if limit:
+        config.option.timeout = float(limit) * float(os.environ["NACDRIVE_TEST_SLOWDOWN"])
+    config._load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)]
+
+
+def pytest_unconfigure(config):
+    for proc in getattr(config, "_load", []):
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from agents.carracing.env import CONTINUOUS, EPISODE_STEPS, FAST_ID
 from agents.experts.ppo_expert import PPO_EXPORT, SIZE, SKIP, STACK, policy_kwargs
-from nac.checkpoint import read_json, write_json
+from nac.checkpoint import holds_anything, read_json, write_json
 from nac.config import ConfigError, SIGNED, above, at_least, check_ranges, need
 
 def zoo_hyperparameters(continuous: bool) -> dict[str, Any]:
@@ -388,7 +388,7 @@ def train_ppo(cfg: PPOTrainConfig, resume: bool = False) -> dict[str, Any]:
         if not (out / "config.json").is_file():
             raise ConfigError(f"nothing to resume in {out}: no PPO run there")
         cfg = PPOTrainConfig(**{**read_json(out / "config.json")["train"], "timesteps": cfg.timesteps})
-    elif out.exists() and any(out.iterdir()):
+    elif holds_anything(out):
         raise ConfigError(f"{out} is not empty; use --resume to continue the PPO run there, or another --out")
     out.mkdir(parents=True, exist_ok=True)
     logs = [p for p in (out / LOG, out / "log.json") if p.is_file()]  # log.json: runs from before the name

@@ -22,7 +22,7 @@ from agents.driving.policy import resolve_device
 from agents.training.distributed import Dist, barrier, init_distributed, summed
 from agents.training.loop import TrainConfig, fit, prepare_run, to_device
 from datasets.demos import DataError
-from nac.checkpoint import write_json
+from nac.checkpoint import holds_anything, write_json
 from datasets.windows import FrameWindows, arrival_back, jittered_back, kfold_by_episode, split_by_episode
 from nac.driving import DrivingNet, DrivingNetConfig
 from nac.config import ConfigError
@@ -124,7 +124,7 @@ def _train_folds(cfg: TrainConfig, resume: bool, quiet: bool) -> dict[str, Any]:
         again = resume and (sub / "config.json").is_file()
         if again:
             fold_cfg = prepare_run(fold_cfg, True)
-        elif sub.exists() and any(sub.iterdir()):
+        elif holds_anything(sub):
             raise ConfigError(f"{sub} is not empty; use --resume")
         folds.append((fold_cfg, split, again))
     barrier(init_distributed(resolve_device(cfg.device))[0])  # under torchrun: every process checked the folders before one writes

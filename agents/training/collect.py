@@ -19,6 +19,7 @@ from agents.experts import EXPERTS, check_expert, make_expert
 from agents.driving.executor import storage_path
 from agents.driving.rollout import EpisodeResult, Rollouts, parallel_map, run_episode
 from datasets.demos import DataError, DemoSet, Episode, write_episode
+from nac.checkpoint import holds_anything
 from nac.config import ConfigDict, ConfigError, at_least, between, check_ranges, need
 
 
@@ -212,7 +213,7 @@ def training_scene(folders: list[str]) -> str:
 def _prepare(cfg: CollectConfig) -> tuple[DemoSet, list[int]]:
     """The set to write into and the seeds still to record; refuses to overwrite anything."""
     out = Path(cfg.out)
-    exists = out.exists() and any(out.iterdir())
+    exists = holds_anything(out)
     if exists and not (cfg.resume or cfg.append):
         raise ConfigError(
             f"{out} is not empty; use --resume to complete an interrupted collection there, "

@@ -39,7 +39,7 @@ from agents.experts import make_expert
 from agents.driving.policy import DrivingPolicy
 from agents.carracing import perturb as perturbations
 from agents.driving.rollout import parallel_map, run_episode, run_episodes
-from datasets.demos import DemoSet
+from datasets.demos import MANIFEST, DemoSet
 from nac.checkpoint import read_json, write_json
 from nac.config import ConfigError
 from agents.training.mixing import BatchMixedDriver, MixedDriver
@@ -103,7 +103,7 @@ def dagger(cfg: DaggerConfig, quiet: bool = False) -> dict[str, Any]:
     state = read_json(state_path) if state_path.is_file() else {"rounds": []}
     # the rollouts show what the run's demonstrations showed
     scene = training_scene([d for d in TrainConfig.from_dict(saved["train"]).moved_to(run).data if Path(d) != data_dir])
-    if not data_dir.is_dir():
+    if not (data_dir / MANIFEST).is_file():  # new, or killed before its manifest was whole
         DemoSet.create(data_dir, {**demo_header(cfg.expert, continuous, cfg.max_steps, scene=scene), "driver": "policy with DAgger beta mixing",
                                   "planned_seeds": []})
     demos = DemoSet(data_dir)

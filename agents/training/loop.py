@@ -41,7 +41,7 @@ from tqdm import tqdm
 from agents.training.augment import AUGMENTS, check_augment
 from agents.training.distributed import Dist, any_process, barrier
 from agents.carracing.env import EPISODE_STEPS
-from nac.checkpoint import read_json, read_weights, write_json
+from nac.checkpoint import holds_anything, read_json, read_weights, replace_file, write_json
 from nac.config import ConfigDict, ConfigError, TrainingDiverged, above, at_least, between, check_ranges, need
 from nac.heads import head_names
 from nac.pilotnet import DENSE
@@ -217,7 +217,7 @@ def _save_state(run: Path, net: nn.Module, opt: torch.optim.Optimizer, counters:
             tensors[f"opt.{pid}.{name}"] = torch.as_tensor(value).detach().cpu().contiguous()
     tmp = run / f".{STATE}.{slot}.tmp"
     save_file(tensors, str(tmp))
-    tmp.replace(run / f"{STATE}.{slot}.safetensors")
+    replace_file(tmp, run / f"{STATE}.{slot}.safetensors", "training state")
     counters = {**counters, "slot": slot, "param_groups": opt_state["param_groups"]}
     write_json(run / f"{STATE}.json", counters)
     return slot
@@ -254,7 +254,7 @@ def prepare_run(cfg: TrainConfig, resume: bool) -> TrainConfig:
             raise ConfigError(f"{run} is not a {cfg.task} training run (task {data.get('task')!r}); cannot resume it")
         old = TrainConfig.from_dict(data["train"]).moved_to(run)
         return TrainConfig.from_dict({**asdict(old), "epochs": cfg.epochs or old.epochs, "minutes": cfg.minutes or old.minutes})
-    if run.exists() and any(run.iterdir()):
+    if holds_anything(run):
         raise ConfigError(f"{run} is not empty; use --resume to continue the run there, or another --out")
     return cfg
 

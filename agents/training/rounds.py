@@ -17,7 +17,7 @@ from agents.carracing.seeds import CHECK_SEED, SELECT_SEED
 from agents.carracing.measures import seeds_with_bend
 from agents.evaluation.evaluate import EvaluateConfig, evaluate
 from agents.carracing import perturb as perturbations
-from nac.checkpoint import read_weights, write_json
+from nac.checkpoint import read_weights, replace_file, write_json
 from agents.training.dagger_config import DaggerConfig
 
 
@@ -76,7 +76,7 @@ def copy_weights(src: Path, dst: Path) -> None:
     dst.parent.mkdir(exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.tmp")
     shutil.copyfile(src, tmp)
-    tmp.replace(dst)
+    replace_file(tmp, dst, dst.name)
 
 
 def keep_round_weights(run: Path, r: int) -> None:
@@ -95,7 +95,7 @@ def average_rounds(run: Path, rounds: list[int]) -> None:
             for key, v in states[0].items()}
     tmp = run / ".best.safetensors.tmp"
     save_file(mean, str(tmp))
-    tmp.replace(run / "best.safetensors")
+    replace_file(tmp, run / "best.safetensors", "averaged best.safetensors")
 
 
 def select_round(cfg: DaggerConfig, run: Path, state: dict[str, Any], last: int) -> None:

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from scripts.cli import COMMANDS, main
+from tests.limits import seconds
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scripts.cli", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "scripts.cli", *args], capture_output=True, text=True, timeout=seconds(300))
 
 
 def _in_process(argv, capsys) -> tuple[int, str]:

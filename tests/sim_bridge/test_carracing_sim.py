@@ -18,6 +18,7 @@ from nac.pilotnet import PilotNet, PilotNetConfig
 from sim_bridge.round_trips import free_port
 from sim_bridge.udacity_runs import BRIDGE_START_S, wait_listening
 from tests.sim_bridge.bridges import serve
+from tests.limits import seconds
 
 ROOT = Path(__file__).parents[2]
 
@@ -26,13 +27,13 @@ def test_the_stand_in_simulator_closes_the_loop(tmp_path):
     """sim --record (expert drives) -> train --task udacity -> drive + sim (autonomous)."""
     rec = tmp_path / "rec"
     r = subprocess.run([sys.executable, "-m", "scripts.cli", "sim", "--record", str(rec), "--episodes", "2", "--max-steps", "40"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, capture_output=True, text=True, timeout=seconds(300))
     assert r.returncode == 0, r.stderr
     assert len(read_log(rec).samples) == 80
     run = tmp_path / "run"
     r = subprocess.run([sys.executable, "-m", "scripts.cli", "train", "--task", "udacity", "--data", str(rec), "--out", str(run),
                         "--epochs", "1", "--batch-size", "16", "--quiet", "--d-model", "20", "--num-heads", "4"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, capture_output=True, text=True, timeout=seconds(300))
     assert r.returncode == 0, r.stderr
     assert json.loads((run / "config.json").read_text())["data"]["tracks"] == [20000, 20001]
     shutil.rmtree(rec)  # a run travels without its recordings (as a shipped one does): it keeps its tracks itself
@@ -43,12 +44,12 @@ def test_the_stand_in_simulator_closes_the_loop(tmp_path):
     try:
         wait_listening(port, drive, BRIDGE_START_S)
         refused = subprocess.run([sys.executable, "-m", "scripts.cli", "sim", "--port", str(port), "--max-steps", "30"],
-                                 cwd=ROOT, capture_output=True, text=True, timeout=120)
+                                 cwd=ROOT, capture_output=True, text=True, timeout=seconds(120))
         r = subprocess.run([sys.executable, "-m", "scripts.cli", "sim", "--port", str(port), "--max-steps", "30", "--seed", "20002",
-                            "--episodes", "2", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                            "--episodes", "2", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=seconds(120))
     finally:
         drive.terminate()
-        drive.communicate(timeout=20)
+        drive.communicate(timeout=seconds(20))
     assert refused.returncode == 2 and "trained on" in refused.stderr  # 20000 is a recorded track
     assert r.returncode == 0, r.stderr
     assert "unexpected replies 0" in r.stdout and "| 2 |" in r.stdout
@@ -87,7 +88,7 @@ def test_recording_with_a_policy_share_lets_the_bridge_drive_and_keeps_the_exper
         record_training(SimConfig(record=str(tmp_path / "dagger"), port=port, episodes=1, max_steps=60, seed=7, policy_share=1.0))
     finally:
         proc.terminate()
-        proc.communicate(timeout=20)
+        proc.communicate(timeout=seconds(20))
     record_training(SimConfig(record=str(tmp_path / "clean"), episodes=1, max_steps=60, seed=7))
     labels, clean, commands = ([s.steering for s in read_log(tmp_path / d).samples] for d in ("dagger", "clean", "commands"))
     assert len(labels) == len(commands) == 60  # the bridge answered every frame of the recording
@@ -110,7 +111,7 @@ def test_the_shipped_pilotnet_nac_drives_the_stand_in_and_refuses_its_training_t
             drive_autonomous(SimConfig(port=port, seed=29, episodes=1, max_steps=5))
     finally:
         proc.terminate()
-        _, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=seconds(20))
     ep = r["episodes_detail"][0]
     assert r["unexpected_replies"] == 0 and ep["length"] == 300
     assert ep["tiles_visited"] > 0.25 and ep["episode_return"] > 200, ep  # a lap takes the expert 700-950 steps

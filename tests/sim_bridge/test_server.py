@@ -24,6 +24,7 @@ from agents.training.udacity import DRIVE_SPEED
 from sim_bridge.standin import UnityLikeClient, telemetry_fields
 from sim_bridge.udacity_runs import BRIDGE_START_S, wait_listening
 from tests.sim_bridge.bridges import serve
+from tests.limits import seconds
 
 ROOT = Path(__file__).parents[2]
 FRAME = np.random.default_rng(0).integers(0, 255, (160, 320, 3), dtype=np.uint8)
@@ -92,13 +93,13 @@ def bridge(tmp_path_factory):
     wait_listening(port, proc, BRIDGE_START_S)  # the condition, not a time: under load the server takes a while to start
     yield port, record
     proc.terminate()
-    out, err = proc.communicate(timeout=20)
+    out, err = proc.communicate(timeout=seconds(20))
     assert "Traceback" not in err, err[-3000:]
 
 
 def eventually(get, ok, timeout: float = 20.0):
     """get() until ok(its value), for up to `timeout` seconds: wait for the condition, not for a time. Returns the last value."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + seconds(timeout)
     while True:
         try:
             value = get()
@@ -156,7 +157,7 @@ def test_two_simulators_at_once_each_drive_with_their_own_state(tmp_path):
         a.close()
         b.close()
         proc.terminate()
-        proc.communicate(timeout=20)
+        proc.communicate(timeout=seconds(20))
 
 
 def test_while_recording_a_second_simulator_is_refused_until_the_first_leaves(tmp_path):
@@ -164,7 +165,7 @@ def test_while_recording_a_second_simulator_is_refused_until_the_first_leaves(tm
     PilotNet(PilotNetConfig(head="nac", d_model=20, num_heads=4)).save(tmp_path / "run", "best", {"train": {}})
     port, proc = serve(tmp_path, "--record", str(tmp_path / "rec"))
     a = UnityLikeClient(port=port)
-    b = UnityLikeClient(port=port, timeout=1.5)
+    b = UnityLikeClient(port=port, timeout=seconds(1.5))
     try:
         assert a.exchange(telemetry_fields(FRAME, 0.0, 0.0, 5.0))[0] == "steer"
         b.send_telemetry(telemetry_fields(FRAME, 0.0, 0.0, 5.0))
@@ -176,7 +177,7 @@ def test_while_recording_a_second_simulator_is_refused_until_the_first_leaves(tm
         a.close()
 
         def served() -> bool:  # a new simulator is served once the server has seen the first leave
-            c = UnityLikeClient(port=port, timeout=1.5)
+            c = UnityLikeClient(port=port, timeout=seconds(1.5))
             try:
                 return c.exchange(telemetry_fields(FRAME, 0.0, 0.0, 5.0))[0] == "steer"
             except websocket.WebSocketTimeoutException:
@@ -188,7 +189,7 @@ def test_while_recording_a_second_simulator_is_refused_until_the_first_leaves(tm
     finally:
         b.close()
         proc.terminate()
-        _, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=seconds(20))
     assert "refused a second simulator" in err and err.count("refused a second simulator") == 1
 
 
@@ -200,7 +201,7 @@ def test_a_standard_socketio_client_works_too(bridge):
     client.connect(f"http://127.0.0.1:{port}", transports=["websocket"])
     try:
         client.emit("telemetry", telemetry_fields(FRAME, 0.0, 0.0, 5.0))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + seconds(10)
         while not replies and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
@@ -226,7 +227,7 @@ def test_a_run_that_predicts_its_speed_drives_toward_that_speed_unless_told_one(
         finally:
             c.close()
             proc.terminate()
-            _, err = proc.communicate(timeout=20)
+            _, err = proc.communicate(timeout=seconds(20))
         want = expected.update(18.0, float(reply["steering_angle"]), 0.05)
         assert name == "steer" and float(reply["throttle"]) == pytest.approx(want, abs=1e-4), extra
         assert ("predicts" in err) == (not extra)  # the start-up line says which target it drives toward

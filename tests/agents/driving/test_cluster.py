@@ -36,7 +36,7 @@ def _port() -> int:
 
 def _ray_start(args: list[str], prefix: list[str] | None = None) -> None:
     r = subprocess.run([*(prefix or []), RAY, "start", "--num-cpus", "1", "--disable-usage-stats", *args],
-                       env=ENV, capture_output=True, text=True, timeout=180)
+                       env=ENV, capture_output=True, text=True, timeout=seconds(180))
     assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
 
 
@@ -66,7 +66,7 @@ def cluster(tmp_path, ray_alone):
     try:
         yield address, head, worker, lambda prefix=None: _ray_start(["--address", address, "--temp-dir", str(worker)], prefix)
     finally:
-        subprocess.run([RAY, "stop", "--force"], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        subprocess.run([RAY, "stop", "--force"], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=seconds(120))
         shutil.rmtree(head, ignore_errors=True)
         shutil.rmtree(worker, ignore_errors=True)
 
@@ -79,7 +79,7 @@ def test_a_study_loses_its_worker_node_midway_and_finishes(cluster, tmp_path):
            "--seed-start", "100", "--max-steps", "40", "--variant", TINY, "--ray", address, "--out", str(out)]
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     raylet = _raylet(worker_dir)
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + seconds(600)
     while not (list(out.glob("runs/base/*/seed0/config.json")) and _busy(raylet)):  # kill the worker node while it runs a task, training begun
         if proc.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"the worker node never ran a task: {proc.communicate()[1][-2000:] if proc.poll() is not None else 'timed out'}")
@@ -88,7 +88,7 @@ def test_a_study_loses_its_worker_node_midway_and_finishes(cluster, tmp_path):
     before = json.loads(study.read_text()) if study.is_file() else {"runs": {}, "episodes": []}
     os.kill(raylet, signal.SIGKILL)
     killed_at = time.time_ns()
-    _, err = proc.communicate(timeout=900)
+    _, err = proc.communicate(timeout=seconds(900))
     assert proc.returncode == 0, err[-2000:]
     after = json.loads(study.read_text())
     assert sorted(after["runs"]) == ["base/lstm/seed0", "base/nac/seed0"] and all(r["done"] for r in after["runs"].values())
@@ -127,6 +127,7 @@ def test_a_node_that_cannot_see_the_study_folder_is_named_before_any_task(cluste
 # its workers as a busy node, or one installing a runtime environment, does
 SLOW_START = """
 import os, time
+from tests.limits import seconds
 if b"default_worker.py" in open("/proc/self/cmdline", "rb").read():
     time.sleep(float(os.environ["SLOW_START_SECONDS"]))
 """

@@ -66,6 +66,7 @@ def test_a_task_that_always_kills_its_worker_gives_up(tmp_path):
 FORK_AFTER_TORCH = """
 import torch
 from agents.driving.executor import ProcessExecutor, WorkItem
+from tests.limits import seconds
 
 def conv(_):
     return torch.get_num_threads(), float(torch.nn.Conv2d(3, 8, 8, 4)(torch.zeros(1, 3, 96, 96)).sum())
@@ -86,7 +87,7 @@ def test_workers_forked_after_a_torch_op_run_torch_on_one_thread(tmp_path):
     script = tmp_path / "fork_after_torch.py"
     script.write_text(FORK_AFTER_TORCH)
     root = Path(__file__).resolve().parents[3]
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=root,
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=seconds(120), cwd=root,
                          env={**os.environ, "PYTHONPATH": str(root)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[1, 1]"

@@ -23,6 +23,7 @@ from agents.studies.recipe import parse_variant
 from agents.studies.study import run_study
 from agents.studies.report import build
 from nac.config import ConfigError
+from tests.limits import seconds
 
 TINY = {"epochs": 1, "dagger_rounds": 1, "dagger_episodes": 1, "dagger_epochs": 1, "shift": 2, "val_fraction": 0.3, "balance": "sampler"}
 
@@ -219,7 +220,7 @@ def test_a_study_killed_midway_continues_without_redoing(tmp_path):
            "--workers", "1", "--reps", "100", "--out", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     study = out / "study.json"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + seconds(300)
     while time.monotonic() < deadline:  # wait for the first finished run, then kill the whole process group
         if study.is_file() and any(r.get("done") for r in json.loads(study.read_text())["runs"].values()):
             break

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.limits import seconds
+
 ROOT = Path(__file__).parents[3]
 
 
@@ -19,7 +21,7 @@ def ranks_digests(cfg: dict, processes: int = 2) -> list[dict]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
            str(Path(__file__).with_name("ddp_ranks.py")), json.dumps(cfg)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds(300), env=env, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     out = Path(cfg["out"])
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(processes)]

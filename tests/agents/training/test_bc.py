@@ -24,6 +24,7 @@ from datasets.windows import FrameStore, FrameWindows
 from nac import ConfigError
 from nac.config import TrainingDiverged
 from scripts.cli import main
+from tests.limits import seconds
 
 
 def _cfg(data, out, **kw):
@@ -193,7 +194,7 @@ def test_distributed_data_parallel_on_two_cpu_processes(tiny_demos, tmp_path):
         "--epochs", "1", "--batch-size", "16", "--chunk", "4", "--device", "cpu", "--quiet",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=Path(__file__).parents[3])
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds(300), env=env, cwd=Path(__file__).parents[3])
     assert result.returncode == 0, result.stderr[-2000:]
     m = json.loads((out / "metrics.json").read_text())
     single = len(Batches(FrameWindows(batches.Demos.load([tiny_demos]).store(

@@ -13,6 +13,7 @@ import pytest
 from agents.training.collect import CollectConfig, collect
 from datasets.demos import DemoSet
 from nac.config import ConfigError
+from tests.limits import seconds
 
 
 def _cfg(out, **kw):
@@ -67,7 +68,7 @@ def test_a_killed_collection_resumes_without_recording_anything_twice(tmp_path):
     cmd = [sys.executable, "-m", "scripts.cli", "collect", "--out", str(out), "--episodes", "6",
            "--max-steps", "60", "--workers", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 120
+    deadline = time.time() + seconds(120)
     try:
         while time.time() < deadline:
             manifest = out / "manifest.json"
@@ -81,7 +82,7 @@ def test_a_killed_collection_resumes_without_recording_anything_twice(tmp_path):
         proc.wait()
     written = DemoSet(out).seeds()
     assert 2 <= len(written) < 6
-    result = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=seconds(300))
     assert result.returncode == 0, result.stderr
     demos = DemoSet(out)
     assert demos.seeds() == [0, 1, 2, 3, 4, 5]

@@ -13,6 +13,7 @@ from agents.training.trainers import train
 from agents.training.loop import TrainConfig
 from agents.training.udacity import SteeringPolicy
 from nac.pilotnet import DENSE
+from tests.limits import seconds
 
 REAL = str(Path(__file__).parents[2] / "data" / "udacity-real")
 
@@ -89,4 +90,4 @@ def test_a_process_forked_after_training_decodes_images_too(tmp_path):
     cfg = TrainConfig(data=[REAL], out=str(tmp_path / "u"), task="udacity", head=DENSE, batch_size=4)
     assert _first_batch(cfg) == 4  # the pool exists in this process, its threads idle
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
-        assert pool.submit(_first_batch, cfg).result(timeout=60) == 4
+        assert pool.submit(_first_batch, cfg).result(timeout=seconds(60)) == 4
