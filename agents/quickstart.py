@@ -153,7 +153,7 @@ def quickstart(cfg: QuickstartConfig) -> dict[str, Any]:
         _stage(f"2/5 behaviour cloning CNN + {cfg.head}, {_count(r.bc.epochs, 'epoch')}" + (f" (at most {r.bc.minutes:g} min)" if r.bc.minutes else "")
                + f", training seed {seed} -> {folder}")
         train_cfg = cfg.train_config(str(data), str(folder), seed)
-        if not (folder / "train_state.json").is_file():
+        if not (folder / "config.json").is_file():  # the run is identified by its config, written before anything it trains
             train(train_cfg)
         elif not (folder / "dagger.json").is_file():
             train(train_cfg, resume=True)

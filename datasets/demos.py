@@ -11,7 +11,6 @@ This module knows no model and no expert: the caller describes the expert as a d
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 from dataclasses import dataclass

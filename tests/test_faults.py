@@ -220,6 +220,7 @@ def _draw(count: int, job: str) -> list[int]:
     return sorted(rng.sample(range(1, count + 1), min(int(POINTS), count)))
 
 
+@pytest.mark.timeout(0 if POINTS == "all" else 600)  # every point of a job: tens of minutes
 @pytest.mark.parametrize("job", JOBS, ids=[j.name for j in JOBS])
 def test_a_job_killed_anywhere_resumes_to_the_uninterrupted_result(job: Job, fixtures, tmp_path):
     ref = tmp_path / "reference"

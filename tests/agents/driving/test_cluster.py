@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from nac.config import ConfigError
+from tests.limits import seconds
 
 pytest.importorskip("ray")  # the test extra installs it
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -127,7 +128,6 @@ def test_a_node_that_cannot_see_the_study_folder_is_named_before_any_task(cluste
 # its workers as a busy node, or one installing a runtime environment, does
 SLOW_START = """
 import os, time
-from tests.limits import seconds
 if b"default_worker.py" in open("/proc/self/cmdline", "rb").read():
     time.sleep(float(os.environ["SLOW_START_SECONDS"]))
 """

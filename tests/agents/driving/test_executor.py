@@ -13,6 +13,7 @@ import pytest
 from agents.driving.executor import ExecutorConfig, InlineExecutor, ProcessExecutor, WorkItem, make_executor
 from agents.driving.rollout import parallel_map
 from nac.config import ConfigError
+from tests.limits import seconds
 
 
 def square(x: int) -> int:
@@ -66,7 +67,6 @@ def test_a_task_that_always_kills_its_worker_gives_up(tmp_path):
 FORK_AFTER_TORCH = """
 import torch
 from agents.driving.executor import ProcessExecutor, WorkItem
-from tests.limits import seconds
 
 def conv(_):
     return torch.get_num_threads(), float(torch.nn.Conv2d(3, 8, 8, 4)(torch.zeros(1, 3, 96, 96)).sum())
