@@ -202,6 +202,15 @@ class DemoSet:
         listed = {e["file"] for e in self.episodes}
         return sorted(p for p in self.dir.glob("episode_*.npz") if p.name not in listed)
 
+    def _unlike_manifest(self, e: dict[str, Any]) -> str | None:
+        """How a listed episode's file differs from its manifest entry (gone, or other contents), or None."""
+        p = self.dir / e["file"]
+        if not p.is_file():
+            return "listed in the manifest but missing"
+        if sha256(p) != e["sha256"]:
+            return "contents differ from the manifest (SHA-256 mismatch)"
+        return None
+
     def recover(self) -> None:
         """After an interruption: delete half-written files (never data) and register whole
         episode files written just before it (unreadable ones are deleted, to be recorded again).
@@ -209,7 +218,7 @@ class DemoSet:
         manifest, to be recorded again; its file is kept beside, renamed *.damaged."""
         for tmp in self.temporary_files():
             tmp.unlink()
-        damaged = [e for e in self.episodes if not (self.dir / e["file"]).is_file() or sha256(self.dir / e["file"]) != e["sha256"]]
+        damaged = [e for e in self.episodes if self._unlike_manifest(e)]
         for e in damaged:
             if (self.dir / e["file"]).is_file():
                 os.replace(self.dir / e["file"], self.dir / f"{e['file']}.damaged")
@@ -227,11 +236,9 @@ class DemoSet:
         problems = []
         for e in self.episodes:
             p = self.dir / e["file"]
-            if not p.is_file():
-                problems.append(f"{e['file']}: listed in the manifest but missing")
-                continue
-            if sha256(p) != e["sha256"]:
-                problems.append(f"{e['file']}: contents differ from the manifest (SHA-256 mismatch)")
+            unlike = self._unlike_manifest(e)
+            if unlike:
+                problems.append(f"{e['file']}: {unlike}")
                 continue
             try:
                 ep = read_episode(p)

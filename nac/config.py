@@ -7,7 +7,10 @@ what was wrong and what is allowed; the command line prints that one line instea
 
 from __future__ import annotations
 
+import functools
 import math
+import types
+import typing
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
@@ -104,9 +107,6 @@ def between(lo: float | None, hi: float | None, hi_open: bool = False, lo_open: 
 
 def number_kind(hint: Any) -> type | None:
     """int or float for a numeric annotation (int, float, X | None, list[X], tuple[X, ...]); None for any other."""
-    import types
-    import typing
-
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
@@ -120,23 +120,23 @@ def field_range(f: Any) -> Range:
     return f.metadata.get("range", NON_NEGATIVE)
 
 
+@functools.cache
+def _numeric_fields(cls: type) -> tuple[tuple[str, type, Range], ...]:
+    """(name, int or float, its Range) for each numeric field of a config dataclass: read once per class."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, kind, field_range(f)) for f in fields(cls) if (kind := number_kind(hints[f.name])) is not None)
+
+
 def check_ranges(cfg: Any) -> None:
     """Every numeric field of the config dataclass within its declared Range, or a ConfigError naming the field
     (as its flag is spelt) and what is allowed. Configs call it first in __post_init__."""
-    import typing
-
-    hints = typing.get_type_hints(type(cfg))
-    for f in fields(cfg):
-        kind = number_kind(hints[f.name])
-        value = getattr(cfg, f.name)
-        if kind is None or value is None or isinstance(value, bool):
+    for name, kind, rng in _numeric_fields(type(cfg)):
+        value = getattr(cfg, name)
+        if value is None or isinstance(value, bool):
             continue
-        values = value if isinstance(value, (list, tuple)) else [value]
-        rng = field_range(f)
-        for v in values:
+        for v in value if isinstance(value, (list, tuple)) else [value]:
             ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (kind is float or float(v).is_integer())
-            need(ok and rng.allows(float(v), kind is int),
-                 f"{f.name.replace('_', '-')} must be {rng.describe(kind is int)} (got {v!r})")
+            need(ok and rng.allows(float(v), kind is int), f"{name.replace('_', '-')} must be {rng.describe(kind is int)} (got {v!r})")
 
 
 SIGNED = {"range": Range(None)}  # a field's metadata: any finite number, negative ones too (a log standard deviation)

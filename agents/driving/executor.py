@@ -35,7 +35,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Hashable, Iterator
+from typing import Any, Callable, Hashable, Iterator, NoReturn
 
 from nac.config import ConfigError, need
 
@@ -251,11 +251,15 @@ class RayExecutor(Executor):
                 strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
                 ref = self._call.options(num_cpus=0, scheduling_strategy=strategy, max_retries=0).remote(_sees, (str(folder), token))
                 asked[ref] = (node, folder)
-        start = time.monotonic()
-        said = start
-        problems: list[str] = []
-        while asked and not problems:
+        def refuse(message: str) -> NoReturn:
+            for ref in asked:  # the checks not answered yet
+                self.ray.cancel(ref)
+            raise ConfigError(message)
+
+        start = said = time.monotonic()
+        while asked:
             done, _ = self.ray.wait(list(asked), num_returns=len(asked), timeout=min(1.0, wait))
+            problems = []
             for ref in done:
                 node, folder = asked.pop(ref)
                 try:
@@ -264,29 +268,23 @@ class RayExecutor(Executor):
                     host, wrong = node.get("NodeManagerHostname", "?"), f"the check failed ({type(exc).__name__})"
                 if wrong:
                     problems.append(f"{_node_name(node, host)}: {wrong}")
+            if problems:
+                refuse(f"{problems[0]}{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}; every node of a Ray cluster "
+                       "must see the folders the tasks use at the same absolute path (a shared filesystem; docs/cluster.md)")
             alive = {n["NodeID"] for n in self.ray.nodes() if n.get("Alive")}
-            for ref, (node, folder) in list(asked.items()):
+            for node, folder in asked.values():
                 if node["NodeID"] not in alive:
-                    for pending in asked:
-                        self.ray.cancel(pending)
-                    raise ConfigError(f"{_node_name(node)} died before it answered whether it sees {folder}; start it again, "
-                                      "or leave it out of the cluster")
+                    refuse(f"{_node_name(node)} died before it answered whether it sees {folder}; start it again, or leave it out "
+                           "of the cluster")
             now = time.monotonic()
             waiting = list(dict.fromkeys(_node_name(node) for node, _ in asked.values()))
-            if asked and not problems and now - start >= wait:
-                for ref in asked:
-                    self.ray.cancel(ref)
-                raise ConfigError(f"no answer in {wait:g} s from {len(waiting)} live node(s) about the job's folders: {', '.join(waiting)}; "
-                                  "a node that is only busy or still starting its workers answers later: give --storage-wait more seconds")
-            if asked and not problems and now - said >= PROGRESS_SECONDS:
+            if asked and now - start >= wait:
+                refuse(f"no answer in {wait:g} s from {len(waiting)} live node(s) about the job's folders: {', '.join(waiting)}; "
+                       "a node that is only busy or still starting its workers answers later: give --storage-wait more seconds")
+            if asked and now - said >= PROGRESS_SECONDS:
                 said = now
                 print(f"storage check: {now - start:.0f} s, waiting for {len(waiting)} live node(s) to answer (up to --storage-wait "
                       f"{wait:.0f} s): {', '.join(waiting)}", file=sys.stderr, flush=True)
-        if problems:
-            for ref in asked:
-                self.ray.cancel(ref)
-            raise ConfigError(f"{problems[0]}{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}; every node of a Ray "
-                              "cluster must see the folders the tasks use at the same absolute path (a shared filesystem; docs/cluster.md)")
 
 
 def _node_name(node: dict[str, Any], host: str | None = None) -> str:

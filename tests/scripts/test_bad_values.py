@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import typing
 
 import pytest
 
-from nac.config import ConfigError, check_ranges, field_range, number_kind
+from nac.config import ConfigError, above, at_least, between, check_ranges, field_range, number_kind
 from scripts.cli import build_parser, main
 
 BAD = ("-5", "0", "99999999999999999999", "1e999", "nan", "abc")
@@ -139,15 +140,11 @@ def test_the_declared_range_is_the_configs(monkeypatch):
 
 
 def test_check_ranges_reads_a_hand_written_case():
-    from dataclasses import dataclass, field
-
-    from nac.config import above, between
-
-    @dataclass
+    @dataclasses.dataclass
     class Probe:
-        count: int = field(default=1, metadata={"range": __import__("nac.config").config.Range(1)})
-        share: float = field(default=0.5, metadata=between(0, 1, hi_open=True))
-        rate: float = field(default=1.0, metadata=above(0))
+        count: int = dataclasses.field(default=1, metadata=at_least(1))
+        share: float = dataclasses.field(default=0.5, metadata=between(0, 1, hi_open=True))
+        rate: float = dataclasses.field(default=1.0, metadata=above(0))
 
         def __post_init__(self) -> None:
             check_ranges(self)
@@ -158,5 +155,5 @@ def test_check_ranges_reads_a_hand_written_case():
                      ({"share": 1.0}, "share must be a number in [0, 1) (got 1.0)"),
                      ({"rate": 0.0}, "rate must be a number in (0, 1e+09] (got 0.0)"),
                      ({"count": 1.5}, "count must be a whole number")):
-        with pytest.raises(ConfigError, match=__import__("re").escape(said)):
+        with pytest.raises(ConfigError, match=re.escape(said)):
             Probe(**kw)
